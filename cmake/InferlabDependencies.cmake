@@ -1,0 +1,52 @@
+# Every third-party dependency comes from a Debian package. Missing ones are collected and the
+# configure step stops once, with the exact install command.
+set(_inferlab_missing "")
+
+find_package(Threads REQUIRED)
+
+find_package(GTest QUIET)
+if(NOT GTest_FOUND)
+  list(APPEND _inferlab_missing libgtest-dev libgmock-dev)
+endif()
+
+find_package(benchmark QUIET)
+if(NOT benchmark_FOUND)
+  list(APPEND _inferlab_missing libbenchmark-dev)
+endif()
+
+find_package(OpenMP QUIET COMPONENTS CXX)
+if(NOT OpenMP_CXX_FOUND)
+  list(APPEND _inferlab_missing libomp-dev)
+endif()
+
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS QUIET)
+find_path(INFERLAB_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread)
+if(NOT BLAS_FOUND OR NOT INFERLAB_CBLAS_INCLUDE)
+  list(APPEND _inferlab_missing libopenblas-dev)
+endif()
+
+# Fibers for the SIMT emulator: Boost.Context (fast); ucontext is the fallback when absent.
+find_package(Boost QUIET COMPONENTS context)
+if(Boost_FOUND)
+  set(INFERLAB_HAVE_BOOST_CONTEXT ON)
+else()
+  set(INFERLAB_HAVE_BOOST_CONTEXT OFF)
+  list(APPEND _inferlab_missing libboost-context-dev)
+endif()
+
+if(INFERLAB_DOCS)
+  find_package(Doxygen QUIET COMPONENTS dot)
+  if(NOT DOXYGEN_FOUND)
+    list(APPEND _inferlab_missing doxygen graphviz)
+  endif()
+endif()
+
+if(_inferlab_missing)
+  list(REMOVE_DUPLICATES _inferlab_missing)
+  list(JOIN _inferlab_missing " " _inferlab_missing_str)
+  message(FATAL_ERROR
+    "InferLab needs Debian packages that are not installed. Install them with:\n"
+    "  sudo apt-get install -y ${_inferlab_missing_str}\n"
+    "(then run the same command again)")
+endif()

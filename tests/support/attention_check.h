@@ -1,0 +1,40 @@
+#pragma once
+/// @file attention_check.h
+/// The one check every prefill attention implementation goes through — reference versions,
+/// student code and the wrong fixtures in tests/wrong alike: fresh random inputs, a poisoned
+/// output, the float64 oracle, and the tolerance of the implementation's precision.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/attention/registry.h"
+
+namespace inferlab::testing {
+
+/// One test shape.
+struct AttentionCase {
+  int64_t num_heads = 1;
+  int64_t num_kv_heads = 1;
+  int64_t seq_len = 1;
+  int64_t head_dim = 64;
+  bool causal = false;
+  float logit_scale = 1.0f;  ///< Q is multiplied by this: large values give extreme logits
+
+  /// "h8_kv2_L33_d80_causal" — usable as a gtest parameter name.
+  std::string name() const;
+};
+
+/// The odd shapes of the testing policy: seq_len ∈ {1, 2, 31, 33, 127, 257}, head_dim ∈ {64, 80,
+/// 96, 128}, GQA ratio ∈ {1, 2, 4, 8}, causal and not, and extreme-logit cases. @p max_seq_len
+/// drops longer cases (the emulator runs smaller grids).
+std::vector<AttentionCase> odd_attention_cases(int64_t max_seq_len = 257);
+
+/// Runs @p run on fresh random inputs of @p c (output poisoned with NaN first) and compares
+/// with the float64 oracle under attention_tolerance(@p precision, max |logit|). The failure
+/// message carries the comparison report and the seed.
+::testing::AssertionResult attention_matches_oracle(const AttentionFn& run, Precision precision,
+                                                    const AttentionCase& c);
+
+}  // namespace inferlab::testing

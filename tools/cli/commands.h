@@ -1,0 +1,19 @@
+#pragma once
+/// @file commands.h
+/// The subcommands of the `inferlab` executable. Each returns the process exit code.
+
+#include <string>
+#include <vector>
+
+namespace inferlab::cli {
+
+/// `inferlab tour [--quick]`: every chapter's demo on the default backend.
+int tour(const std::vector<std::string>& args);
+/// `inferlab roofline [--seconds S] [--working-set-mib M] [--out FILE]`: measure and save.
+int roofline(const std::vector<std::string>& args);
+/// `inferlab attention --q q.npy --k k.npy --v v.npy [--causal] [--version NAME] [--backend B] --out o.npy`.
+int attention(const std::vector<std::string>& args);
+/// `inferlab versions`: every registered version and where it runs.
+int versions(const std::vector<std::string>& args);
+
+}  // namespace inferlab::cli

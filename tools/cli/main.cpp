@@ -1,0 +1,52 @@
+// `inferlab` — the lab's front door. See README.md, or run `inferlab help`.
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/cli/commands.h"
+
+namespace {
+
+const char* kUsage = R"(usage: inferlab <command> [options]
+
+  tour                      every chapter's demo on the default backend (cpu), ending in a table
+  roofline                  measure this machine's fp32 FMA peak and memory bandwidth (saved as JSON)
+  attention --q Q.npy --k K.npy --v V.npy --out O.npy [--causal] [--version NAME] [--backend cpu|sim|cuda]
+                            prefill attention on .npy data (Q [heads, L, d]; K, V [kv_heads, L, d])
+  versions                  list the registered implementations
+  help                      this text
+
+The ./inferlab launcher at the top of the source tree also offers: test, grade, bench, docs.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::map<std::string, std::function<int(const std::vector<std::string>&)>> commands = {
+      {"tour", inferlab::cli::tour},
+      {"roofline", inferlab::cli::roofline},
+      {"attention", inferlab::cli::attention},
+      {"versions", inferlab::cli::versions},
+  };
+  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const auto command = commands.find(argv[1]);
+  if (command == commands.end()) {
+    std::cerr << "inferlab: unknown command '" << argv[1] << "'\n\n" << kUsage;
+    return 2;
+  }
+  try {
+    return command->second(std::vector<std::string>(argv + 2, argv + argc));
+  } catch (const std::invalid_argument& error) {
+    std::cerr << "inferlab " << argv[1] << ": " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "inferlab " << argv[1] << ": error: " << error.what() << "\n";
+    return 1;
+  }
+}
