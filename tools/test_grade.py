@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Unit tests of tools/grade.py's pure logic and its process containment. Builds nothing.
+
+Run: python3 tools/test_grade.py   (ctest: the 'grade_tool' test, label 'tools')
+"""
+
+import json
+import sys
+import time
+import unittest
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import grade  # noqa: E402
+
+LIST_OUTPUT = """\
+Running main() from ./googletest/src/gtest_main.cc
+Ch01Softmax.
+  RandomRows
+  ExtremeLogitsDoNotOverflow
+Ch01Attention.
+  OddShapes
+Shapes/ParamTest.
+  Runs/0  # GetParam() = 4
+  Runs/1  # GetParam() = 8
+"""
+
+NOT_IMPL_OUTPUT = """\
+[ RUN      ] Ch01Softmax.RandomRows
+unknown file: Failure
+C++ exception with description "not implemented yet: softmax_row" thrown in the test body.
+[  FAILED  ] Ch01Softmax.RandomRows (0 ms)
+"""
+
+NESTED_NOT_IMPL_OUTPUT = """\
+/work/main/tests/01-naive-cpu-attention/test_student.cpp:74: Failure
+Value of: testing::attention_matches_oracle(student_multi_head, Precision::fp32, c)
+  Actual: false (h2_kv2_L1_d64: threw not implemented yet: attention_single_head (seed 309559))
+Expected: true
+"""
+
+WRONG_OUTPUT = """\
+[ RUN      ] Ch01Cost.MatchesHandComputedValues
+/work/main/tests/01-naive-cpu-attention/test_student.cpp:98: Failure
+Expected equality of these values:
+  c.flops
+    Which is: 1073741824
+  2147483648.0
+[  FAILED  ] Ch01Cost.MatchesHandComputedValues (0 ms)
+"""
+
+
+def gtest_xml(suite, name, body="", result="completed", status="run"):
+    return (f'<?xml version="1.0"?><testsuites><testsuite name="{suite}">'
+            f'<testcase name="{name}" status="{status}" result="{result}">{body}</testcase>'
+            f'</testsuite></testsuites>')
+
+
+class ParseTests(unittest.TestCase):
+    def test_list_tests(self):
+        self.assertEqual(grade.parse_gtest_list(LIST_OUTPUT), [
+            "Ch01Softmax.RandomRows", "Ch01Softmax.ExtremeLogitsDoNotOverflow", "Ch01Attention.OddShapes",
+            "Shapes/ParamTest.Runs/0", "Shapes/ParamTest.Runs/1"])
+
+    def test_list_tests_empty(self):
+        self.assertEqual(grade.parse_gtest_list("Running main() from x.cc\n"), [])
+
+    def test_xml_status(self):
+        self.assertEqual(grade.parse_gtest_xml(gtest_xml("S", "T"), "S.T"), "passed")
+        self.assertEqual(grade.parse_gtest_xml(gtest_xml("S", "T", '<failure message="x"/>'), "S.T"), "failed")
+        self.assertEqual(grade.parse_gtest_xml(gtest_xml("S", "T", "<skipped/>", "skipped"), "S.T"), "skipped")
+        self.assertEqual(grade.parse_gtest_xml(gtest_xml("S", "T", status="notrun"), "S.T"), "not-run")
+        self.assertEqual(grade.parse_gtest_xml(gtest_xml("S", "Other"), "S.T"), "not-run")
+        self.assertEqual(grade.parse_gtest_xml(None, "S.T"), "missing")
+        self.assertEqual(grade.parse_gtest_xml("<testsuites><trunc", "S.T"), "missing")
+
+
+class ClassifyTests(unittest.TestCase):
+    def test_passed(self):
+        self.assertEqual(grade.classify(0, False, "[  PASSED  ] 1 test.", "passed"), (grade.PASSED, ""))
+
+    def test_not_implemented(self):
+        self.assertEqual(grade.classify(1, False, NOT_IMPL_OUTPUT, "failed"),
+                         (grade.NOT_IMPL, "not implemented yet: softmax_row"))
+        self.assertEqual(grade.classify(1, False, NESTED_NOT_IMPL_OUTPUT, "failed"),
+                         (grade.NOT_IMPL, "not implemented yet: attention_single_head"))
+
+    def test_failed_with_message(self):
+        outcome, message = grade.classify(1, False, WRONG_OUTPUT, "failed")
+        self.assertEqual(outcome, grade.FAILED)
+        self.assertIn("Expected equality", message)
+        self.assertIn("1073741824", message)
+
+    def test_crash_beats_not_implemented(self):
+        self.assertEqual(grade.classify(-11, False, NOT_IMPL_OUTPUT, "missing"),
+                         (grade.CRASHED, "killed by SIGSEGV"))
+        self.assertEqual(grade.classify(-6, False, "", "missing")[0], grade.CRASHED)
+
+    def test_timeout(self):
+        outcome, message = grade.classify(None, True, NOT_IMPL_OUTPUT, "missing", 30)
+        self.assertEqual(outcome, grade.TIMEOUT)
+        self.assertIn("30 s", message)
+
+    def test_exit_zero_without_report_is_not_a_pass(self):
+        outcome, message = grade.classify(0, False, "[  PASSED  ] 1 test.", "missing")
+        self.assertEqual(outcome, grade.FAILED)
+        self.assertIn("exited before the test finished", message)
+
+    def test_skipped(self):
+        self.assertEqual(grade.classify(0, False, "", "skipped")[0], grade.SKIPPED)
+
+
+class BuildLogTests(unittest.TestCase):
+    LOG = """\
+[1/3] Building CXX object exercises/CMakeFiles/student_ch01.dir/x/count.cpp.o
+FAILED: exercises/CMakeFiles/student_ch01.dir/x/softmax_row.cpp.o
+/usr/bin/c++ -I/work/main/exercises -O3 -c /x/softmax_row.cpp
+/x/softmax_row.cpp: In function 'void inferlab::student::softmax_row(std::span<float>)':
+/x/softmax_row.cpp:11:38: error: expected ';' before 'int'
+   11 |   throw NotImplemented("softmax_row")  int x = ;
+[2/3] Building CXX object common/CMakeFiles/inferlab_common.dir/npy.cpp.o
+ninja: build stopped: subcommand failed.
+"""
+
+    def test_first_errors_skip_command_and_progress(self):
+        errors = grade.first_errors(self.LOG)
+        self.assertTrue(errors.startswith("/x/softmax_row.cpp: In function"), errors)
+        self.assertIn("error: expected ';'", errors)
+        self.assertNotIn("/usr/bin/c++", errors)
+        self.assertNotIn("[2/3]", errors)
+        self.assertNotIn("ninja:", errors)
+
+    def test_blame(self):
+        self.assertEqual(grade.failed_outputs(self.LOG), ["exercises/CMakeFiles/student_ch01.dir/x/softmax_row.cpp.o"])
+        self.assertTrue(grade.blames_student(grade.failed_outputs(self.LOG), "01"))
+        self.assertTrue(grade.blames_student(["tests/01-naive-cpu-attention/test_ch01_student"], "01"))
+        self.assertFalse(grade.blames_student(["kernels/CMakeFiles/inferlab_kernels.dir/a.cpp.o"], "01"))
+        self.assertFalse(grade.blames_student(["exercises/CMakeFiles/student_ch02.dir/a.cpp.o"], "01"))
+
+
+def sample_chapters():
+    ok = grade.Chapter("01", "naive-cpu-attention")
+    ok.tests = [grade.TestResult("Ch01Softmax.RandomRows", grade.PASSED, "", 0.01),
+                grade.TestResult("Ch01Softmax.Extreme", grade.NOT_IMPL, "not implemented yet: softmax_row", 0.01,
+                                 "C++ exception \x1b[31m\x00 & <bad>"),
+                grade.TestResult("Ch01Attention.OddShapes", grade.CRASHED, "killed by SIGSEGV", 0.2, "boom"),
+                grade.TestResult("Ch01Cost.Hand", grade.TIMEOUT, "timed out after 30 s", 30.0, "")]
+    broken = grade.Chapter("02", "tiled")
+    broken.status = grade.NO_COMPILE
+    broken.build_errors = "a.cpp:1:1: error: expected ';'"
+    later = grade.Chapter("03", "not-yet")
+    later.status = grade.NO_TESTS
+    return [ok, broken, later]
+
+
+class ReportTests(unittest.TestCase):
+    def test_scores(self):
+        chapters = sample_chapters()
+        self.assertEqual(chapters[0].score, 25.0)
+        self.assertEqual(chapters[1].score, 0.0)
+        self.assertFalse(chapters[2].counted)
+        self.assertEqual(grade.overall_score(chapters), 12.5)  # mean of 25 and 0; ch03 not counted
+
+    def test_notes_and_table(self):
+        chapters = sample_chapters()
+        self.assertEqual(grade.chapter_note(chapters[0]), "1 not implemented, 1 crashed, 1 timed out")
+        self.assertEqual(grade.chapter_note(chapters[1]), "did not compile")
+        table = grade.score_table(chapters)
+        self.assertIn("01-naive-cpu-attention", table)
+        self.assertIn("1/4", table)
+        self.assertIn("25%", table)
+        self.assertIn("did not compile", table)
+        self.assertIn("overall", table)
+
+    def test_json(self):
+        data = grade.grade_json(sample_chapters(), {"tool": "inferlab grade"})
+        data = json.loads(json.dumps(data))  # serialisable
+        self.assertEqual(data["score_percent"], 12.5)
+        ch1, ch2, _ = data["chapters"]
+        self.assertEqual((ch1["chapter"], ch1["passed"], ch1["total"]), ("ch01", 1, 4))
+        self.assertEqual(ch1["counts"]["crashed"], 1)
+        self.assertEqual(ch1["tests"][1]["outcome"], "not-implemented")
+        self.assertNotIn("output_tail", ch1["tests"][0])
+        self.assertEqual(ch2["status"], "did-not-compile")
+        self.assertIn("expected ';'", ch2["build_errors"])
+
+    def test_junit(self):
+        root = ET.fromstring(grade.junit_xml(sample_chapters()))  # well-formed despite \x00 and \x1b
+        suites = root.findall("testsuite")
+        self.assertEqual([s.get("name") for s in suites], ["ch01-naive-cpu-attention", "ch02-tiled", "ch03-not-yet"])
+        ch1, ch2, ch3 = suites
+        self.assertEqual((ch1.get("tests"), ch1.get("failures"), ch1.get("errors")), ("4", "1", "2"))
+        cases = ch1.findall("testcase")
+        self.assertEqual(cases[0].get("classname"), "ch01.Ch01Softmax")
+        self.assertEqual(cases[1].find("failure").get("type"), "not-implemented")
+        self.assertIn("<bad>", cases[1].find("failure").text)
+        self.assertEqual(cases[2].find("error").get("type"), "crashed")
+        self.assertEqual((ch2.get("tests"), ch2.get("errors")), ("1", "1"))
+        self.assertEqual(ch2.find("testcase/error").get("type"), "did-not-compile")
+        self.assertEqual(ch3.get("tests"), "0")
+        self.assertEqual(root.get("tests"), "5")
+
+    def test_expectations(self):
+        chapters = sample_chapters()
+        self.assertTrue(grade.check_expectations(chapters, True, False))
+        self.assertTrue(grade.check_expectations(chapters, False, True))
+        stubs = grade.Chapter("01", "x")
+        stubs.tests = [grade.TestResult("A.B", grade.NOT_IMPL), grade.TestResult("A.C", grade.NOT_IMPL)]
+        self.assertEqual(grade.check_expectations([stubs], True, False), [])
+        self.assertTrue(grade.check_expectations([stubs], False, True))
+        stubs.tests.append(grade.TestResult("A.D", grade.CRASHED, "killed by SIGSEGV"))
+        self.assertEqual(len(grade.check_expectations([stubs], True, False)), 1)
+        full = grade.Chapter("01", "x")
+        full.tests = [grade.TestResult("A.B", grade.PASSED)]
+        self.assertEqual(grade.check_expectations([full], False, True), [])
+        self.assertTrue(grade.check_expectations([grade.Chapter("01", "x")], False, True))  # no tests found
+
+
+class ContainmentTests(unittest.TestCase):
+    def test_timeout_kills_the_process_group(self):
+        # The child leaves a grandchild behind; both must die with the group.
+        start = time.monotonic()
+        r = grade.run_contained(["sh", "-c", "sleep 60 & echo started; sleep 60"], timeout_s=1.0)
+        self.assertTrue(r.timed_out)
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertIn("started", r.output)
+
+    def test_crash_and_exit_status(self):
+        r = grade.run_contained([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
+        self.assertEqual(r.returncode, -11)
+        self.assertEqual(grade.classify(r.returncode, r.timed_out, r.output, "missing")[0], grade.CRASHED)
+        r = grade.run_contained(["sh", "-c", "echo not implemented yet: x; exit 1"], 10)
+        self.assertEqual((r.returncode, r.timed_out), (1, False))
+
+    def test_output_is_capped(self):
+        r = grade.run_contained(["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; echo END"], 10,
+                                max_output=64 * 1024)
+        self.assertEqual(r.returncode, 0)
+        self.assertLess(len(r.output), 70 * 1024)
+        self.assertIn("bytes of output dropped", r.output)
+        self.assertTrue(r.output.rstrip().endswith("END"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
