@@ -11,11 +11,14 @@ namespace inferlab {
 
 /// Options shared by the chapter demos.
 struct TourOptions {
-  bool quick = false;  ///< smaller sizes (used by the test that runs the tour)
+  bool quick = false;  ///< smaller sizes and one timed run each (used by tests; well under a second)
 };
 
-/// Chapter 01: naive CPU attention checked against the oracle, then a seq_len sweep with FLOPs,
-/// bytes, AI, measured GFLOP/s and % of this machine's roofline.
+/// Chapter 01: naive CPU attention checked against the float64 oracle (GQA, causal), then a
+/// seq_len sweep (L = 64 … 2048, or 32 and 128 when @p options.quick) printing, per L: FLOPs,
+/// bytes and AI under the article's traffic model, AI under the unfused model, the measured
+/// GFLOP/s (fastest of a few runs), the roof min(peak, AI × triad) at that AI and the percentage
+/// of it reached; then the AI of one decode step for contrast. @p roofline supplies the ceilings.
 void tour_chapter01(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
 }  // namespace inferlab

@@ -1,5 +1,17 @@
-// Measuring the roofline: an FMA loop with enough independent accumulators to hide FMA latency
-// on every core, and STREAM-style read and triad loops over arrays far larger than the caches.
+// Measuring the roofline of this machine.
+//
+//  - Peak: each thread keeps 12 independent FMA chains in vector registers. An FMA has a latency
+//    of about 4 cycles and most x86 cores issue 2 per cycle, so at least 8 chains must be in
+//    flight; fewer chains measure latency, not throughput. The chains are separate variables
+//    (not an array) so that the compiler keeps them in registers: an earlier version spilled an
+//    array of accumulators to the stack every iteration, which added a store-to-load round trip
+//    to each chain and measured ~60% of the peak. AVX2 (256-bit) and AVX-512 (512-bit) are
+//    measured separately, selected at run time, so the answer does not depend on -march.
+//  - Read: each thread sums its contiguous share of one array into 8 vector accumulators. With a
+//    single accumulator (or a loop the compiler turns into gathers, as a lambda capturing the
+//    pointer by reference did) the loop waits on the adder, not on memory.
+//  - Triad: STREAM's a[i] = b[i] + s·c[i] on plain pointers, counted as 3 arrays of traffic.
+// Every figure is the best of repeated passes: the least disturbed by the rest of the machine.
 #include "common/roofline.h"
 
 #include <omp.h>
@@ -8,14 +20,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
 #include <memory>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "common/timer.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define INFERLAB_X86 1
+#endif
 
 #ifndef INFERLAB_SOURCE_DIR
 #define INFERLAB_SOURCE_DIR "."
@@ -27,46 +46,100 @@ double Roofline::attainable_gflops(double ai) const { return std::min(peak_gflop
 
 namespace {
 
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-constexpr const char* kSimd = "avx512";
-#elif defined(__AVX2__)
-constexpr int kLanes = 8;
-constexpr const char* kSimd = "avx2";
-#else
-constexpr int kLanes = 4;
-constexpr const char* kSimd = "sse/scalar";
-#endif
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-
-// 12 independent FMA chains per thread: latency 4 cycles × 2 FMA ports needs >= 8 in flight.
+// Expands BODY(n) for the 12 chain indices 0..11.
+#define INFERLAB_CHAINS(BODY) \
+  BODY(0) BODY(1) BODY(2) BODY(3) BODY(4) BODY(5) BODY(6) BODY(7) BODY(8) BODY(9) BODY(10) BODY(11)
 constexpr int kChains = 12;
 
-double fma_gflops(double seconds) {
-  const long iterations = 1 << 20;
+// One thread's FMA work for each ISA: `iterations` rounds of 12 dependent-chain FMAs. Returns the
+// sum of the chains so that nothing can be optimized away. The constants keep values finite.
+#if defined(INFERLAB_X86)
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(long iterations, float seed) {
+  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+#define DECLARE(n) __m256 acc##n = _mm256_set1_ps(seed + n);
+  INFERLAB_CHAINS(DECLARE)
+#undef DECLARE
+  for (long i = 0; i < iterations; ++i) {
+#define STEP(n) acc##n = _mm256_fmadd_ps(acc##n, mul, add);
+    INFERLAB_CHAINS(STEP)
+#undef STEP
+  }
+  __m256 total = _mm256_setzero_ps();
+#define SUM(n) total = _mm256_add_ps(total, acc##n);
+  INFERLAB_CHAINS(SUM)
+#undef SUM
+  float lanes[8];
+  _mm256_storeu_ps(lanes, total);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+}
+
+__attribute__((target("avx512f"))) float fma_chains_avx512(long iterations, float seed) {
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+#define DECLARE(n) __m512 acc##n = _mm512_set1_ps(seed + n);
+  INFERLAB_CHAINS(DECLARE)
+#undef DECLARE
+  for (long i = 0; i < iterations; ++i) {
+#define STEP(n) acc##n = _mm512_fmadd_ps(acc##n, mul, add);
+    INFERLAB_CHAINS(STEP)
+#undef STEP
+  }
+  __m512 total = _mm512_setzero_ps();
+#define SUM(n) total = _mm512_add_ps(total, acc##n);
+  INFERLAB_CHAINS(SUM)
+#undef SUM
+  float lanes[16];
+  _mm512_storeu_ps(lanes, total);
+  float sum = 0.0f;
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+#endif
+
+// Portable fallback: 4-lane vectors; the compiler emits FMA only where the target has it.
+float fma_chains_generic(long iterations, float seed) {
+  typedef float Vec4 __attribute__((vector_size(16)));
+  const Vec4 mul = Vec4{} + 0.999999f, add = Vec4{} + 1e-7f;
+#define DECLARE(n) Vec4 acc##n = Vec4{} + (seed + n);
+  INFERLAB_CHAINS(DECLARE)
+#undef DECLARE
+  for (long i = 0; i < iterations; ++i) {
+#define STEP(n) acc##n = acc##n * mul + add;
+    INFERLAB_CHAINS(STEP)
+#undef STEP
+  }
+  Vec4 total{};
+#define SUM(n) total += acc##n;
+  INFERLAB_CHAINS(SUM)
+#undef SUM
+  return total[0] + total[1] + total[2] + total[3];
+}
+#undef INFERLAB_CHAINS
+
+struct FmaKernel {
+  const char* simd;
+  int lanes;
+  float (*run)(long, float);
+};
+
+// Best GFLOP/s of @p kernel on all OpenMP threads over about @p seconds; @p threads_ran receives
+// how many threads really ran the loop.
+double fma_gflops(const FmaKernel& kernel, double seconds, int& threads_ran) {
+  constexpr long kIterations = 1L << 20;  // ~5 ms per region at 2 FMAs/cycle: fork cost negligible
   double best = 0.0;
-  Stopwatch total;
   float sink = 0.0f;
-  while (total.seconds() < seconds || best == 0.0) {
+  Stopwatch total;
+  for (int pass = 0; pass < 3 || total.seconds() < seconds; ++pass) {
+    int ran = 0;
     Stopwatch stopwatch;
-#pragma omp parallel reduction(+ : sink)
+#pragma omp parallel reduction(+ : sink, ran)
     {
-      Vec acc[kChains];
-      const Vec mul = Vec{} + 0.999999f;
-      const Vec add = Vec{} + 1e-7f;
-      for (int c = 0; c < kChains; ++c) acc[c] = Vec{} + static_cast<float>(omp_get_thread_num() + c);
-      for (long i = 0; i < iterations; ++i) {
-        for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * mul + add;
-        // Keep the compiler from collapsing the loop: the chains must stay live in registers.
-        asm volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]), "+x"(acc[4]), "+x"(acc[5]),
-                     "+x"(acc[6]), "+x"(acc[7]), "+x"(acc[8]), "+x"(acc[9]), "+x"(acc[10]), "+x"(acc[11]));
-      }
-      for (int c = 0; c < kChains; ++c)
-        for (int l = 0; l < kLanes; ++l) sink += acc[c][l];
+      sink += kernel.run(kIterations, static_cast<float>(omp_get_thread_num()));
+      ran += 1;
     }
     const double elapsed = stopwatch.seconds();
-    const double flops = 2.0 * kLanes * kChains * static_cast<double>(iterations) * omp_get_max_threads();
-    best = std::max(best, flops / elapsed / 1e9);
+    const double flops = 2.0 * kernel.lanes * kChains * static_cast<double>(kIterations) * ran;
+    if (pass > 0) best = std::max(best, flops / elapsed / 1e9);  // pass 0 wakes the threads up
+    threads_ran = ran;
   }
   volatile float keep = sink;
   (void)keep;
@@ -90,24 +163,112 @@ Array make_array(size_t count) {
   return Array(static_cast<float*>(memory));
 }
 
+// The contiguous share [begin, end) of @p count elements for the calling thread, in whole
+// 128-element (512-byte) blocks except for the last thread, which also takes the tail.
+void thread_share(size_t count, size_t& begin, size_t& end) {
+  const size_t threads = static_cast<size_t>(omp_get_num_threads());
+  const size_t thread = static_cast<size_t>(omp_get_thread_num());
+  const size_t share = count / threads / 128 * 128;
+  begin = thread * share;
+  end = thread + 1 == threads ? count : begin + share;
+}
+
+// Sums data[begin, end) with 8 independent vector accumulators, one cache line each. They are
+// separate variables, not an array, so that GCC keeps them in registers.
+float read_sum(const float* data, size_t begin, size_t end) {
+  typedef float Line __attribute__((vector_size(64)));  // one 64-byte cache line
+  // By reference, not by value: a 64-byte vector return would change the ABI without AVX-512.
+  auto add_line = [](Line& acc, const float* line) {
+    Line loaded;
+    std::memcpy(&loaded, line, sizeof loaded);
+    acc += loaded;
+  };
+  Line acc0{}, acc1{}, acc2{}, acc3{}, acc4{}, acc5{}, acc6{}, acc7{};
+  size_t i = begin;
+  for (; i + 128 <= end; i += 128) {
+    add_line(acc0, data + i);
+    add_line(acc1, data + i + 16);
+    add_line(acc2, data + i + 32);
+    add_line(acc3, data + i + 48);
+    add_line(acc4, data + i + 64);
+    add_line(acc5, data + i + 80);
+    add_line(acc6, data + i + 96);
+    add_line(acc7, data + i + 112);
+  }
+  const Line total = ((acc0 + acc1) + (acc2 + acc3)) + ((acc4 + acc5) + (acc6 + acc7));
+  float sum = 0.0f;
+  for (int lane = 0; lane < 16; ++lane) sum += total[lane];
+  for (; i < end; ++i) sum += data[i];
+  return sum;
+}
+
+float read_pass(const float* data, size_t count) {
+  float sum = 0.0f;
+#pragma omp parallel reduction(+ : sum)
+  {
+    size_t begin = 0, end = 0;
+    thread_share(count, begin, end);
+    sum += read_sum(data, begin, end);
+  }
+  return sum;
+}
+
+void triad_pass(float* __restrict a, const float* __restrict b, const float* __restrict c, size_t count) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < count; ++i) a[i] = b[i] + 0.5f * c[i];
+}
+
+// The fastest of at least 3 timed passes of @p work, repeating until @p seconds have passed.
+template <class Work>
+double best_pass_seconds(double seconds, Work&& work) {
+  work();  // warm-up: page faults and frequency ramp
+  double best = 1e300;
+  Stopwatch total;
+  for (int pass = 0; pass < 3 || total.seconds() < seconds; ++pass) {
+    Stopwatch stopwatch;
+    work();
+    best = std::min(best, stopwatch.seconds());
+  }
+  return best;
+}
+
 }  // namespace
 
 Roofline measure_roofline(const RooflineOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);
   Roofline roofline;
-  roofline.threads = omp_get_max_threads();
-  roofline.simd = kSimd;
+  if (std::ifstream loadavg("/proc/loadavg"); loadavg) loadavg >> roofline.load_average;
 
   double working_set = options.working_set_mib * 1048576.0;
   if (working_set <= 0.0) {
+    // Four times the last-level cache (at least 1 GiB): whatever share of a big shared L3 a VM
+    // really gets, at most a quarter of each pass can hit in it.
     const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     working_set = std::min(std::max(4.0 * static_cast<double>(last_level_cache_bytes()), 1073741824.0), ram / 4.0);
   }
   roofline.working_set_mib = working_set / 1048576.0;
 
-  roofline.peak_gflops = fma_gflops(options.seconds_per_test);
+  // Compute roof: every ISA this CPU has; the best one is the peak.
+  std::vector<FmaKernel> kernels;
+#if defined(INFERLAB_X86)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) kernels.push_back({"avx2", 8, fma_chains_avx2});
+  if (__builtin_cpu_supports("avx512f")) kernels.push_back({"avx512", 16, fma_chains_avx512});
+#endif
+  if (kernels.empty()) kernels.push_back({"generic", 4, fma_chains_generic});
+  const double fma_seconds = options.seconds_per_test / static_cast<double>(kernels.size());
+  for (const FmaKernel& kernel : kernels) {
+    const double gflops = fma_gflops(kernel, fma_seconds, roofline.threads);
+    if (std::strcmp(kernel.simd, "avx2") == 0) roofline.peak_avx2_gflops = gflops;
+    if (std::strcmp(kernel.simd, "avx512") == 0) roofline.peak_avx512_gflops = gflops;
+    if (gflops > roofline.peak_gflops) {
+      roofline.peak_gflops = gflops;
+      roofline.simd = kernel.simd;
+    }
+  }
 
-  // Three arrays of working_set/3 bytes each; first-touch them in parallel (page placement).
+  // Bandwidth roofs: three arrays of working_set/3 bytes each, first-touched in parallel with
+  // the same static schedule as the passes, so each thread's pages sit near it.
   const size_t count = static_cast<size_t>(working_set / 3.0 / sizeof(float));
   Array a = make_array(count), b = make_array(count), c = make_array(count);
   float* pa = a.get();
@@ -119,19 +280,10 @@ Roofline measure_roofline(const RooflineOptions& options) {
     pb[i] = 2.0f;
     pc[i] = 0.5f;
   }
-  const int passes = std::max(3, static_cast<int>(options.seconds_per_test / 0.05));
   float sum = 0.0f;
-  const double read_seconds = best_time_seconds(passes, [&] {
-    float local = 0.0f;
-#pragma omp parallel for simd schedule(static) reduction(+ : local)
-    for (size_t i = 0; i < count; ++i) local += pb[i];
-    sum += local;
-  });
+  const double read_seconds = best_pass_seconds(options.seconds_per_test, [&] { sum += read_pass(pb, count); });
   roofline.read_gbs = static_cast<double>(count) * sizeof(float) / read_seconds / 1e9;
-  const double triad_seconds = best_time_seconds(passes, [&] {
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < count; ++i) pa[i] = pb[i] + 0.5f * pc[i];
-  });
+  const double triad_seconds = best_pass_seconds(options.seconds_per_test, [&] { triad_pass(pa, pb, pc, count); });
   roofline.triad_gbs = 3.0 * static_cast<double>(count) * sizeof(float) / triad_seconds / 1e9;
   volatile float keep = sum + pa[count / 2];
   (void)keep;
@@ -160,6 +312,8 @@ void save_roofline(const Roofline& r, const std::filesystem::path& path) {
   std::ofstream out(path);
   out << std::setprecision(6) << "{\n"
       << "  \"peak_gflops\": " << r.peak_gflops << ",\n"
+      << "  \"peak_avx2_gflops\": " << r.peak_avx2_gflops << ",\n"
+      << "  \"peak_avx512_gflops\": " << r.peak_avx512_gflops << ",\n"
       << "  \"read_gbs\": " << r.read_gbs << ",\n"
       << "  \"triad_gbs\": " << r.triad_gbs << ",\n"
       << "  \"ridge_point\": " << r.ridge_point() << ",\n"
@@ -167,6 +321,7 @@ void save_roofline(const Roofline& r, const std::filesystem::path& path) {
       << "  \"working_set_mib\": " << r.working_set_mib << ",\n"
       << "  \"simd\": \"" << r.simd << "\",\n"
       << "  \"cpu\": \"" << r.cpu << "\",\n"
+      << "  \"load_average\": " << r.load_average << ",\n"
       << "  \"measured_at\": \"" << r.measured_at << "\"\n"
       << "}\n";
   if (!out) throw std::runtime_error("cannot write roofline file '" + path.string() + "'");
@@ -195,11 +350,14 @@ std::optional<Roofline> load_roofline(const std::filesystem::path& path) {
   r.peak_gflops = *peak;
   r.read_gbs = *read;
   r.triad_gbs = *triad;
+  r.peak_avx2_gflops = number("peak_avx2_gflops").value_or(0);
+  r.peak_avx512_gflops = number("peak_avx512_gflops").value_or(0);
   r.threads = static_cast<int>(number("threads").value_or(0));
   r.working_set_mib = number("working_set_mib").value_or(0);
   r.simd = string("simd");
   r.cpu = string("cpu");
   r.measured_at = string("measured_at");
+  r.load_average = number("load_average").value_or(0);
   return r;
 }
 
@@ -220,8 +378,14 @@ Roofline roofline_for_benchmarks() {
 std::string describe(const Roofline& r) {
   std::ostringstream text;
   text << std::fixed << std::setprecision(1) << "fp32 FMA peak " << r.peak_gflops << " GFLOP/s (" << r.threads
-       << " threads, " << r.simd << "), read " << r.read_gbs << " GB/s, triad " << r.triad_gbs
-       << " GB/s, ridge point " << r.ridge_point() << " FLOP/byte";
+       << " threads, " << r.simd;
+  // Name the other ISA too: compiled loops often use 256-bit vectors and meet the AVX2 roof.
+  if (r.simd == "avx512" && r.peak_avx2_gflops > 0.0) text << "; avx2 " << r.peak_avx2_gflops;
+  text << "), read " << r.read_gbs << " GB/s, triad " << r.triad_gbs << " GB/s, ridge point " << r.ridge_point()
+       << " FLOP/byte";
+  if (r.measured_busy())
+    text << " [measured while the machine was busy (load " << r.load_average
+         << "): rerun `inferlab roofline` on an idle machine if these look low]";
   return text.str();
 }
 

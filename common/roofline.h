@@ -3,6 +3,14 @@
 /// The measured ceilings of this machine: fp32 FMA peak (all cores, SIMD) and main-memory
 /// bandwidth (read and triad, working set well beyond the last-level cache). Benchmarks divide
 /// by these to print "% of roofline". `inferlab roofline` measures and saves them as JSON.
+///
+/// How it measures (common/roofline.cpp):
+///  - peak: every thread runs 12 independent FMA chains on registers (latency 4 cycles × 2 FMA
+///    ports needs at least 8 in flight), once with 256-bit AVX2 and once with 512-bit AVX-512
+///    vectors where the CPU has them; the faster ISA is the peak, and both are kept;
+///  - read: each thread sums its share of one array into 8 vector accumulators (one accumulator
+///    would make the loop wait on the add latency instead of on memory);
+///  - triad: STREAM's a[i] = b[i] + s·c[i], counting 3 arrays (write-allocate not counted).
 
 #include <filesystem>
 #include <optional>
@@ -12,14 +20,21 @@ namespace inferlab {
 
 /// One machine's measured ceilings.
 struct Roofline {
-  double peak_gflops = 0.0;     ///< fp32 FMA throughput, GFLOP/s, all cores
+  double peak_gflops = 0.0;     ///< fp32 FMA throughput, GFLOP/s, all cores (the best ISA below)
+  double peak_avx2_gflops = 0.0;   ///< the same with 256-bit AVX2 FMA (0: not measured)
+  double peak_avx512_gflops = 0.0; ///< the same with 512-bit AVX-512 FMA (0: not measured)
   double read_gbs = 0.0;        ///< streaming read bandwidth, GB/s (10^9 bytes/s)
   double triad_gbs = 0.0;       ///< STREAM triad a[i] = b[i] + s·c[i], GB/s, counting 3 arrays
   int threads = 0;              ///< OpenMP threads used
-  std::string simd;             ///< the vector ISA of the FMA loop ("avx512", "avx2", "scalar")
+  std::string simd;             ///< the ISA that reached peak_gflops ("avx512", "avx2", "generic")
   std::string cpu;              ///< CPU model name
   double working_set_mib = 0.0; ///< bytes touched by the bandwidth loops, MiB
   std::string measured_at;      ///< UTC time of the measurement (ISO 8601)
+  double load_average = 0.0;    ///< 1-minute load average when the measurement began (Linux)
+
+  /// Whether other work may have competed for the cores (load average above the thread count):
+  /// then the ceilings may read low, and `inferlab roofline` is worth rerunning on an idle machine.
+  bool measured_busy() const { return threads > 0 && load_average > threads; }
 
   /// The ridge point: FLOP/byte where the compute and the (triad) bandwidth roofs meet.
   double ridge_point() const { return triad_gbs > 0.0 ? peak_gflops / triad_gbs : 0.0; }

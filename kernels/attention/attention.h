@@ -54,4 +54,19 @@ Tensor<double> attention_reference(const Tensor<float>& q, const Tensor<float>& 
 void attention_cpu_naive(const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
                          Tensor<float>& out);
 
+/// cpu/blocked — chapter 02: the same unfused computation, cache-blocked, vectorised (AVX-512,
+/// AVX2 or scalar, picked at compile time) and parallel over (head, block of query rows) with
+/// OpenMP. A block's scores are materialised in full (in L2), softmaxed, then multiplied by V.
+/// Register-tiled micro-kernels do both products; with the causal mask, key blocks wholly above
+/// the diagonal are skipped. fp32 throughout. Any seq_len and head_dim; GQA.
+void attention_cpu_blocked(const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
+                           Tensor<float>& out);
+
+/// cpu/openblas — chapter 02: the unfused baseline a CPU user would write. Per KV head, S = Q·Kᵀ
+/// for the whole GQA group as one OpenBLAS sgemm (the G·L × L scores in memory), a row softmax,
+/// then O = P·V as a second sgemm. The GEMM computes masked scores too (then zeroed), so the
+/// causal mask saves no time. fp32 throughout.
+void attention_cpu_openblas(const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
+                            Tensor<float>& out);
+
 }  // namespace inferlab

@@ -2,12 +2,35 @@
 
 #include <stdexcept>
 
+#include "kernels/attention/cuda_attention.h"
+
 namespace inferlab {
 
 const std::vector<AttentionVersion>& attention_versions() {
   static const std::vector<AttentionVersion> versions = {
       {"cpu/naive", Backend::cpu, Precision::fp32, 1, "three loops per head, L×L scores in memory, fp32",
        attention_cpu_naive},
+      {"cpu/blocked", Backend::cpu, Precision::fp32, 2, "cache-blocked, SIMD micro-kernels + OpenMP, unfused, fp32",
+       attention_cpu_blocked},
+      {"cpu/openblas", Backend::cpu, Precision::fp32, 2, "OpenBLAS sgemm, softmax, sgemm per KV group, fp32",
+       attention_cpu_openblas},
+      // Chapter 02 CUDA kernels: each on the emulator (sim) and, when built with nvcc, on a GPU.
+#define INFERLAB_CUDA_VERSIONS(NS, BACKEND)                                                                       \
+  {"cuda/naive", BACKEND, Precision::fp32, 2, "3 kernels: a thread per score, per softmax row, per output",       \
+   NS::attention_cuda_naive},                                                                                    \
+  {"cuda/tiled", BACKEND, Precision::fp32, 2, "shared-memory tiled Q·Kᵀ and P·V, warp-shuffle softmax",           \
+   NS::attention_cuda_tiled},                                                                                    \
+  {"cuda/cublas", BACKEND, Precision::fp32, 2, "cuBLAS strided-batched SGEMMs + warp softmax, fp32",              \
+   NS::attention_cuda_cublas},                                                                                   \
+  {"cuda/cublas_fp16", BACKEND, Precision::fp16, 2, "cuBLAS GemmEx, fp16 inputs, fp32 accumulation",               \
+   NS::attention_cuda_cublas_fp16},                                                                              \
+  {"cuda/cublas_bf16", BACKEND, Precision::bf16, 2, "cuBLAS GemmEx, bf16 inputs, fp32 accumulation",               \
+   NS::attention_cuda_cublas_bf16},
+      INFERLAB_CUDA_VERSIONS(sim, Backend::sim)
+#if defined(INFERLAB_WITH_CUDA)
+      INFERLAB_CUDA_VERSIONS(cuda, Backend::cuda)
+#endif
+#undef INFERLAB_CUDA_VERSIONS
   };
   return versions;
 }

@@ -1,9 +1,11 @@
 #include "tests/support/attention_check.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "common/compare.h"
+#include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab::testing {
@@ -85,6 +87,40 @@ double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const Atten
     return ::testing::AssertionFailure() << c.name() << " (" << to_string(precision) << "): " << comparison.report()
                                          << "\n  seed " << rng.seed() << " (rerun with INFERLAB_SEED=" << rng.seed()
                                          << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult attention_same_under_schedules(const AttentionFn& run, const AttentionCase& c) {
+  SeededRng rng;
+  const Tensor<float> q = rng.normal_tensor({c.num_heads, c.seq_len, c.head_dim}, 0.0f, c.logit_scale);
+  const Tensor<float> k = rng.normal_tensor({c.num_kv_heads, c.seq_len, c.head_dim});
+  const Tensor<float> v = rng.normal_tensor({c.num_kv_heads, c.seq_len, c.head_dim});
+  Tensor<float> first;
+  std::string first_schedule;
+  for (const simt::Schedule& schedule : default_schedules()) {
+    const simt::ScopedSchedule scoped(schedule);
+    Tensor<float> out({c.num_heads, c.seq_len, c.head_dim});
+    out.poison();
+    try {
+      run(q, k, v, c.causal, out);
+    } catch (const std::exception& error) {
+      return ::testing::AssertionFailure() << c.name() << " under schedule " << schedule.to_string()
+                                           << ": threw " << error.what() << " (seed " << rng.seed() << ")";
+    }
+    if (first_schedule.empty()) {
+      first = out;
+      first_schedule = schedule.to_string();
+      continue;
+    }
+    for (int64_t i = 0; i < out.size(); ++i) {
+      if (std::memcmp(&out[i], &first[i], sizeof(float)) != 0) {
+        return ::testing::AssertionFailure()
+               << c.name() << ": element " << i << " is " << first[i] << " under schedule " << first_schedule
+               << " but " << out[i] << " under " << schedule.to_string()
+               << " — the result depends on the thread order (a missing __syncthreads?) (seed " << rng.seed() << ")";
+      }
+    }
   }
   return ::testing::AssertionSuccess();
 }

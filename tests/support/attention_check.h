@@ -37,4 +37,10 @@ std::vector<AttentionCase> odd_attention_cases(int64_t max_seq_len = 257);
 ::testing::AssertionResult attention_matches_oracle(const AttentionFn& run, Precision precision,
                                                     const AttentionCase& c);
 
+/// Runs @p run (a sim-backend version) on one set of fresh random inputs of @p c under every
+/// schedule of default_schedules() (forward, reverse, shuffled thread orders; output poisoned
+/// before each run) and fails when any output bit differs from the first schedule's, naming
+/// the first differing element. A missing __syncthreads shows up here as a difference.
+::testing::AssertionResult attention_same_under_schedules(const AttentionFn& run, const AttentionCase& c);
+
 }  // namespace inferlab::testing

@@ -1,0 +1,158 @@
+#pragma once
+/// @file launch.h
+/// simt::launch and the emulator's controls (g++ only; included by simt/simt.h).
+
+#include <cstdint>
+#include <functional>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+/// The SIMT emulator: CUDA kernels on the CPU (see simt/simt.h).
+namespace simt {
+
+/// The order in which the threads of a block run between two synchronisation points, and the
+/// order in which blocks are handed to workers. A correct kernel gives the same bytes under every
+/// order; a missing barrier usually does not.
+enum class Order {
+  forward,  ///< thread 0, 1, 2, … (blocks in order)
+  reverse,  ///< the last thread first (blocks in reverse order)
+  random,   ///< a shuffle drawn from the seed, redrawn at every barrier (blocks shuffled too)
+};
+
+/// A thread order plus its seed (used by Order::random only).
+struct Schedule {
+  Order order = Order::forward;  ///< which order
+  uint64_t seed = 0;             ///< the shuffle's seed for Order::random
+
+  /// Parses "forward", "reverse" or "random:SEED"; throws std::invalid_argument otherwise.
+  static Schedule parse(std::string_view text);
+  /// "forward", "reverse" or "random:SEED" (parse() reads it back).
+  std::string to_string() const;
+  /// Two schedules are equal when order and (for random) seed are.
+  bool operator==(const Schedule&) const = default;
+};
+
+/// The schedule of the next launches: set_schedule(), else SIMT_SCHEDULE, else forward.
+Schedule schedule();
+/// Sets the schedule for the next launches of the whole process.
+void set_schedule(Schedule schedule);
+
+/// Sets a schedule for the lifetime of this object and restores the previous one afterwards.
+class ScopedSchedule {
+ public:
+  /// Switches to @p schedule.
+  explicit ScopedSchedule(Schedule schedule) : previous_(simt::schedule()) { set_schedule(schedule); }
+  /// Restores the previous schedule.
+  ~ScopedSchedule() { set_schedule(previous_); }
+  ScopedSchedule(const ScopedSchedule&) = delete;             ///< not copyable
+  ScopedSchedule& operator=(const ScopedSchedule&) = delete;  ///< not copyable
+
+ private:
+  Schedule previous_;
+};
+
+/// OS threads that run blocks: set_workers(), else SIMT_WORKERS, else the number of cores.
+int workers();
+/// Sets the number of worker threads for the next launches (≥ 1).
+void set_workers(int count);
+
+/// The full message of the most recent error (kernel, block, threads, source lines), or "" when
+/// there was none since the last cudaDeviceReset().
+std::string last_error_message();
+
+/// What the emulator knows about the most recent launch (for test reports).
+struct LaunchRecord {
+  std::string kernel;       ///< the kernel's name (demangled symbol, or the launch site)
+  std::string launched_at;  ///< "file:line" of the simt::launch call
+  uint3 grid{};             ///< grid dimensions
+  uint3 block{};            ///< block dimensions
+  size_t shared_bytes = 0;  ///< dynamic shared memory per block
+};
+/// The most recent launch of this process (empty before the first).
+LaunchRecord last_launch();
+
+/// One thread's write to a watched byte range (see watch_writes()).
+struct WatchedWrite {
+  std::string kernel;  ///< the kernel that ran
+  uint3 block{};       ///< blockIdx of the writer
+  uint3 thread{};      ///< threadIdx of the writer
+  std::string from;    ///< where that thread resumed ("kernel start" or a barrier's file:line)
+  std::string to;      ///< where it stopped next ("exit" or a barrier's file:line)
+};
+/// While watching, after every stretch that a thread runs between two synchronisation points
+/// the emulator compares @p bytes bytes at @p address with their previous value and records the
+/// thread if they changed — so a test can name who last wrote a differing output. Slow; meant
+/// for a rerun after a failure. Pass nullptr to stop watching.
+void watch_writes(const void* address, size_t bytes);
+/// The writes recorded since watch_writes() started, oldest first.
+std::vector<WatchedWrite> watched_writes();
+
+/// @cond SIMT_DETAIL
+namespace detail {
+
+/// A non-owning reference to a callable `void()`.
+class BlockBody {
+ public:
+  template <class F>
+  explicit BlockBody(F& body) : object_(&body), call_([](void* o) { (*static_cast<F*>(o))(); }) {}
+  void operator()() const { call_(object_); }
+
+ private:
+  void* object_;
+  void (*call_)(void*);
+};
+
+struct LaunchRequest {
+  const void* kernel;
+  uint3 grid;
+  uint3 block;
+  size_t shared_bytes;
+  cudaStream_t stream;
+  std::source_location site;
+  BlockBody body;
+};
+
+cudaError_t run_launch(const LaunchRequest& request);
+
+}  // namespace detail
+
+inline namespace sim_abi {
+
+/// The grid argument of launch(): a dim3 or a count, remembering the call site for messages.
+struct GridArg {
+  GridArg(dim3 dims, std::source_location site = std::source_location::current())
+      : dims{dims.x, dims.y, dims.z}, site(site) {}
+  GridArg(unsigned count, std::source_location site = std::source_location::current())
+      : dims{count, 1, 1}, site(site) {}
+  uint3 dims;
+  std::source_location site;
+};
+
+/// @endcond
+
+/// Runs @p kernel over @p grid blocks of @p block threads with @p shared_bytes of dynamic shared
+/// memory, as `kernel<<<grid, block, shared_bytes, stream>>>(args...)` would on a GPU.
+///
+/// The arguments are converted to the kernel's parameter types once; every thread gets its own
+/// copy. The launch is synchronous. Returns cudaSuccess, cudaErrorInvalidConfiguration /
+/// cudaErrorInvalidValue for a launch a GPU would refuse (> 1024 threads, too much shared
+/// memory), or the sticky cudaErrorLaunchFailure when a check fails (barrier divergence,
+/// deadlock, a shuffle naming exited threads, an exception) — see last_error_message().
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), GridArg grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "simt::launch: wrong number of kernel arguments");
+  std::tuple<std::decay_t<Params>...> parameters(std::forward<Args>(args)...);
+  auto body = [&]() { std::apply(kernel, parameters); };
+  return detail::run_launch(detail::LaunchRequest{reinterpret_cast<const void*>(kernel), grid.dims,
+                                                  uint3{block.x, block.y, block.z}, shared_bytes, stream, grid.site,
+                                                  detail::BlockBody(body)});
+}
+
+}  // namespace sim_abi
+}  // namespace simt

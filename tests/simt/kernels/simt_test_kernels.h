@@ -1,0 +1,54 @@
+#pragma once
+// Launchers for the SIMT emulator's own tests. The .cu files are compiled by
+// inferlab_add_kernels() for sim (and, with nvcc, cuda); a test includes this header after
+// simt/simt.h, so the declarations land in the namespace of its compiler.
+#include "simt/simt.h"
+
+namespace inferlab::INFERLAB_BACKEND_NS::simt_tests {
+
+// ---- correct kernels (same bytes under every schedule) ----------------------------------------
+// Per-block sums of `values` (shared-memory tree down to 32, then warp shuffles): partial[b].
+cudaError_t block_sums(const float* values, int count, float* partial, int blocks, int threads);
+// Same, but the last 32 steps use the legacy shared-memory tail WITH __syncwarp between steps.
+cudaError_t block_sums_syncwarp_tail(const float* values, int count, float* partial, int blocks);
+// C[M x N] = A[M x K] * B[K x N], row-major, 16x16 tiles in shared memory.
+cudaError_t tiled_matmul(const float* a, const float* b, float* c, int m, int n, int k);
+// Row-wise softmax, one warp per row, max and sum by __shfl_xor_sync.
+cudaError_t warp_softmax(const float* x, float* y, int rows, int cols);
+// out[row] = sum_i a[row][i] * b[i] over int8 values packed 4 per int, with __dp4a.
+cudaError_t int8_dot(const int* a_packed, const int* b_packed, int* out, int rows, int packed_cols);
+// Reverses each block-sized chunk of `in` through dynamic shared memory of `shared_bytes`.
+cudaError_t reverse_chunks(const float* in, float* out, int count, int threads, size_t shared_bytes);
+// The same kernel's address, for cudaFuncSetAttribute.
+const void* reverse_chunks_kernel();
+// Warp collectives: for each thread t writes 12 ints to out[12*t ...] (see the .cu).
+cudaError_t warp_collectives(const int* in, int* out, int threads);
+// Block collectives and atomics: see the .cu.
+cudaError_t block_collectives(const int* in, int* out, int threads);
+cudaError_t atomics(int* counters, float* float_sum, unsigned* bits, int blocks, int threads);
+// fp16 / bf16: y = exp(x) * 2 + x  computed in __half2 and in __nv_bfloat16.
+cudaError_t half_math(const __half2* x, __half2* y, const __nv_bfloat16* xb, __nv_bfloat16* yb, int pairs);
+// Writes the 3-D thread and block indices of every thread: out[4*global] = {x,y,z,block linear}.
+cudaError_t indices_3d(int* out, dim3 grid, dim3 block);
+
+// ---- wrong kernels (each must be caught) ------------------------------------------------------
+// No __syncthreads between filling the shared tile and reading a neighbour's element.
+cudaError_t missing_barrier_after_load(const float* in, float* out, int count);
+// Tiled matmul without the barrier at the end of the k-loop (the next tile overwrites in use).
+cudaError_t matmul_missing_second_barrier(const float* a, const float* b, float* c, int m, int n, int k);
+// The legacy warp-synchronous reduction tail, without __syncwarp.
+cudaError_t block_sums_unsynced_tail(const float* values, int count, float* partial, int blocks);
+// __syncthreads() inside `if (threadIdx.x < 16)`, another one in the else branch.
+cudaError_t barrier_in_branch(float* out);
+// Thread 0 returns early; the others wait at __syncthreads().
+cudaError_t barrier_after_early_exit(float* out);
+// Lanes 16..31 exit; lanes 0..15 shuffle with the full mask.
+cudaError_t shuffle_exited_lane(float* out);
+// Writes out[count] (one past the end).
+cudaError_t out_of_bounds_write(float* out, int count);
+// Indexes a 32-element static __shared__ array with threadIdx.x for 33 threads.
+cudaError_t static_shared_overflow(float* out);
+// 33 threads with the full mask: lane 32 is in a second, 1-thread warp that asks for 32 lanes.
+cudaError_t shuffle_missing_lanes(float* out);
+
+}  // namespace inferlab::INFERLAB_BACKEND_NS::simt_tests

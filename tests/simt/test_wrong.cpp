@@ -1,0 +1,174 @@
+// Wrong kernels: each must be caught, with a message naming the kernel, block, thread and line.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "device_buffer.h"
+#include "simt_test_kernels.h"
+#include "tests/support/schedules.h"
+#include "tests/support/seeded.h"
+
+namespace inferlab::sim::simt_tests {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::DeviceOutput;
+using ::testing::HasSubstr;
+using testing::same_under_schedules;
+
+std::vector<float> random_floats(Rng& rng, size_t count) {
+  std::vector<float> values(count);
+  for (float& v : values) v = rng.uniform(-1.0f, 1.0f);
+  return values;
+}
+
+// A kernel fault: the launch fails with the sticky cudaErrorLaunchFailure and the message.
+std::string expect_launch_failure(cudaError_t status) {
+  EXPECT_EQ(status, cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure) << "a kernel fault is sticky";
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure) << "cudaGetLastError does not clear a sticky error";
+  const std::string message = simt::last_error_message();
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "cudaDeviceReset clears it";
+  return message;
+}
+
+// ---- races: found by comparing schedules -------------------------------------------------------
+
+TEST(SimtWrongKernels, MissingBarrierAfterSharedLoadIsARace) {
+  testing::SeededRng rng;
+  const int count = 200;
+  DeviceBuffer<float> in(random_floats(rng, count)), out(count);
+  const auto result = same_under_schedules([&] { return missing_barrier_after_load(in.get(), out.get(), count); },
+                                           {DeviceOutput{"out", out.get(), out.bytes()}});
+  ASSERT_FALSE(result);
+  const std::string message = result.message();
+  EXPECT_THAT(message, HasSubstr("race: kernel 'inferlab::sim::simt_tests::missing_barrier_after_load_kernel"));
+  EXPECT_THAT(message, HasSubstr("last written by block ("));
+  EXPECT_THAT(message, HasSubstr("thread ("));
+  EXPECT_THAT(message, HasSubstr("wrong_kernels.cu:"));
+  std::cout << message << "\n";
+}
+
+TEST(SimtWrongKernels, MissingSecondBarrierInTiledLoopIsARace) {
+  testing::SeededRng rng;
+  const int m = 20, n = 18, k = 50;
+  DeviceBuffer<float> a(random_floats(rng, m * k)), b(random_floats(rng, k * n)), c(m * n);
+  const auto result =
+      same_under_schedules([&] { return matmul_missing_second_barrier(a.get(), b.get(), c.get(), m, n, k); },
+                           {DeviceOutput{"c", c.get(), c.bytes()}});
+  ASSERT_FALSE(result);
+  EXPECT_THAT(result.message(), HasSubstr("matmul_missing_second_barrier_kernel"));
+  EXPECT_THAT(result.message(), HasSubstr("wrong_kernels.cu:"));
+  std::cout << result.message() << "\n";
+}
+
+TEST(SimtWrongKernels, WarpSynchronousTailWithoutSyncwarpIsARace) {
+  testing::SeededRng rng;
+  const int count = 500, blocks = 2;
+  DeviceBuffer<float> in(random_floats(rng, count)), partial(blocks);
+  const auto result =
+      same_under_schedules([&] { return block_sums_unsynced_tail(in.get(), count, partial.get(), blocks); },
+                           {DeviceOutput{"partial", partial.get(), partial.bytes()}});
+  ASSERT_FALSE(result);
+  EXPECT_THAT(result.message(), HasSubstr("block_sums_unsynced_tail_kernel"));
+  EXPECT_THAT(result.message(), HasSubstr("thread (0,0,0)"));  // thread 0 writes partial[]
+  std::cout << result.message() << "\n";
+}
+
+// ---- faults: found by the scheduler ------------------------------------------------------------
+
+TEST(SimtWrongKernels, BarrierInDivergentBranchIsReported) {
+  DeviceBuffer<float> out(64);
+  const std::string message = expect_launch_failure(barrier_in_branch(out.get()));
+  EXPECT_THAT(message, HasSubstr("barrier divergence"));
+  EXPECT_THAT(message, HasSubstr("barrier_in_branch_kernel"));
+  EXPECT_THAT(message, HasSubstr("block ("));
+  EXPECT_THAT(message, HasSubstr("threads 0-15 wait at __syncthreads() at wrong_kernels.cu:"));
+  EXPECT_THAT(message, HasSubstr("threads 16-31 wait at __syncthreads() at wrong_kernels.cu:"));
+  std::cout << message << "\n";
+}
+
+TEST(SimtWrongKernels, BarrierAfterEarlyExitIsReported) {
+  DeviceBuffer<float> out(32);
+  const std::string message = expect_launch_failure(barrier_after_early_exit(out.get()));
+  EXPECT_THAT(message, HasSubstr("thread 0 exited while others wait at __syncthreads()"));
+  EXPECT_THAT(message, HasSubstr("barrier_after_early_exit_kernel"));
+  EXPECT_THAT(message, HasSubstr("block (0,0,0)"));
+  EXPECT_THAT(message, HasSubstr("threads 1-31 wait at __syncthreads() at wrong_kernels.cu:"));
+  std::cout << message << "\n";
+}
+
+TEST(SimtWrongKernels, ShuffleNamingExitedLanesIsReported) {
+  DeviceBuffer<float> out(32);
+  const std::string message = expect_launch_failure(shuffle_exited_lane(out.get()));
+  EXPECT_THAT(message, HasSubstr("__shfl_down_sync(mask 0xffffffff) at wrong_kernels.cu:"));
+  EXPECT_THAT(message, HasSubstr("names threads 16-31, which have already exited"));
+  EXPECT_THAT(message, HasSubstr("shuffle_exited_lane_kernel"));
+  EXPECT_THAT(message, HasSubstr("threads 0-15 wait at __shfl_down_sync"));
+  std::cout << message << "\n";
+}
+
+TEST(SimtWrongKernels, ShuffleNamingMissingLanesIsReported) {
+  DeviceBuffer<float> out(33);
+  const std::string message = expect_launch_failure(shuffle_missing_lanes(out.get()));
+  EXPECT_THAT(message, HasSubstr("names threads 33-63, which do not exist (the block has 33 threads)"));
+  EXPECT_THAT(message, HasSubstr("shuffle_missing_lanes_kernel"));
+  std::cout << message << "\n";
+}
+
+TEST(SimtWrongKernels, EveryScheduleReportsTheFault) {
+  DeviceBuffer<float> out(64);
+  const auto result =
+      same_under_schedules([&] { return barrier_in_branch(out.get()); }, {DeviceOutput{"out", out.get(), out.bytes()}});
+  ASSERT_FALSE(result);
+  EXPECT_THAT(result.message(), HasSubstr("cudaErrorLaunchFailure"));
+  EXPECT_THAT(result.message(), HasSubstr("barrier divergence"));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the helper resets the device after a fault";
+}
+
+// ---- out of bounds: AddressSanitizer / UBSan (asan preset) ------------------------------------
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+
+TEST(SimtWrongKernelsDeathTest, OutOfBoundsGlobalWriteIsCaughtByAsan) {
+  if (!kAsan)
+    GTEST_SKIP() << "out-of-bounds accesses are caught under the asan preset (AddressSanitizer); "
+                    "this build is not instrumented";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const int count = 45;
+  EXPECT_DEATH(
+      {
+        float* out = nullptr;
+        cudaMalloc(&out, count * sizeof(float));
+        out_of_bounds_write(out, count);
+      },
+      "heap-buffer-overflow(.|\n)*out_of_bounds_write_kernel(.|\n)*wrong_kernels.cu:[0-9]+(.|\n)*"
+      "simt: the fault above happened in kernel 'inferlab::sim::simt_tests::out_of_bounds_write_kernel"
+      "(.|\n)*block \\(1,0,0\\)(.|\n)*thread \\(13,0,0\\)");
+}
+
+TEST(SimtWrongKernelsDeathTest, StaticSharedOverflowIsCaughtByBoundsSanitizer) {
+  if (!kAsan)
+    GTEST_SKIP() << "static __shared__ overflows are caught under the asan preset (-fsanitize=bounds); "
+                    "this build is not instrumented";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        float* out = nullptr;
+        cudaMalloc(&out, 33 * sizeof(float));
+        static_shared_overflow(out);
+      },
+      "wrong_kernels.cu:[0-9]+(.|\n)*index 32 out of bounds(.|\n)*"
+      "simt: the fault above happened in kernel 'inferlab::sim::simt_tests::static_shared_overflow_kernel");
+}
+
+}  // namespace
+}  // namespace inferlab::sim::simt_tests

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""Draw this machine's roofline with benchmark results as points.
+
+Reads the roofline JSON written by `inferlab roofline` (build/roofline.json) and one or more
+Google Benchmark JSON files (`--benchmark_out=FILE`), and writes OUT.png and OUT.svg: a log-log
+plot of attainable GFLOP/s against arithmetic intensity (FLOP/byte), with the compute roof, the
+bandwidth roof, the ridge point where they meet, and one point per benchmark run at
+(AI, achieved GFLOP/s).
+
+    ./inferlab bench ch01 --benchmark_out=build/ch01.json
+    /usr/bin/python3 tools/plot_roofline.py build/ch01.json --out docs/plots/ch01-roofline
+
+Without --roofline the script reads build/roofline.json, and if that is missing it uses the
+ceilings the benchmark recorded in its JSON context (roofline_peak_gflops, roofline_triad_gbs).
+Points are grouped into one series per (version label, head dimension d) and annotated with L.
+
+Needs matplotlib from Debian (python3-matplotlib) for /usr/bin/python3.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
+    matplotlib.rcParams["svg.hashsalt"] = "inferlab"  # stable SVG ids from run to run
+    import matplotlib.pyplot as plt
+except ImportError:
+    # Another python3 first on PATH (pyenv, a venv): retry once with the system one, which is
+    # where Debian's python3-matplotlib lives.
+    SYSTEM_PYTHON = "/usr/bin/python3"
+    if (os.path.exists(SYSTEM_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)
+            and not os.environ.get("INFERLAB_PLOT_REEXEC")):
+        os.environ["INFERLAB_PLOT_REEXEC"] = "1"
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+    sys.exit(
+        "plot_roofline.py: matplotlib is missing for " + sys.executable + ".\n"
+        "Install the Debian package and run the script with the system Python:\n"
+        "  sudo apt-get install -y python3-matplotlib\n"
+        "  /usr/bin/python3 tools/plot_roofline.py ..."
+    )
+
+
+def load_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as error:
+        sys.exit(f"plot_roofline.py: cannot read {path}: {error}")
+
+
+def roofline_from(args, bench_files):
+    """The ceilings: --roofline, else build/roofline.json, else the first benchmark context."""
+    path = args.roofline or os.path.join(ROOT, "build", "roofline.json")
+    if os.path.exists(path):
+        data = load_json(path)
+        data["source"] = os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
+        return data
+    if args.roofline:
+        sys.exit(f"plot_roofline.py: roofline file {path} not found (run ./inferlab roofline)")
+    for bench in bench_files:
+        context = bench["data"].get("context", {})
+        if "roofline_peak_gflops" in context and "roofline_triad_gbs" in context:
+            return {
+                "peak_gflops": float(context["roofline_peak_gflops"]),
+                "peak_avx2_gflops": float(context.get("roofline_peak_avx2_gflops", 0) or 0),
+                "triad_gbs": float(context["roofline_triad_gbs"]),
+                "read_gbs": float(context.get("roofline_read_gbs", 0) or 0),
+                "simd": context.get("roofline_peak_simd", ""),
+                "source": bench["path"] + " (context)",
+            }
+    sys.exit("plot_roofline.py: no roofline: run ./inferlab roofline, or pass --roofline FILE")
+
+
+def benchmark_points(bench_files, ai_counter, flops_counter):
+    """One entry per run: series key, L, AI, GFLOP/s. Medians are used when repetitions ran."""
+    series = {}
+    for bench in bench_files:
+        runs = bench["data"].get("benchmarks", [])
+        medians = [r for r in runs if r.get("run_type") == "aggregate" and r.get("aggregate_name") == "median"]
+        chosen = medians if medians else [r for r in runs if r.get("run_type", "iteration") == "iteration"]
+        for run in chosen:
+            if ai_counter not in run or flops_counter not in run:
+                continue
+            name = run.get("run_name", run["name"])
+            version = run.get("label") or name.split("/L:")[0]
+            size = re.search(r"/L:(\d+)", name)
+            dim = re.search(r"/d:(\d+)", name)
+            key = version + (f", d={dim.group(1)}" if dim else "")
+            series.setdefault(key, []).append(
+                {
+                    "L": int(size.group(1)) if size else None,
+                    "ai": float(run[ai_counter]),
+                    "gflops": float(run[flops_counter]),
+                    "ai_unfused": float(run["AI_unfused"]) if "AI_unfused" in run else None,
+                }
+            )
+    for points in series.values():
+        points.sort(key=lambda p: (p["L"] or 0, p["ai"]))
+    return series
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bench", nargs="+", help="Google Benchmark JSON files (--benchmark_out)")
+    parser.add_argument("--roofline", help="roofline JSON (default: build/roofline.json)")
+    parser.add_argument("--out", default=os.path.join("docs", "plots", "roofline"),
+                        help="output path without extension; .png and .svg are written")
+    parser.add_argument("--title", default=None, help="plot title")
+    parser.add_argument("--ai-counter", default="AI", help="counter used as arithmetic intensity (default AI)")
+    parser.add_argument("--gflops-counter", default="GFLOP/s", help="counter used as performance")
+    parser.add_argument("--show-unfused", action="store_true",
+                        help="also mark each run at its AI_unfused (hollow markers, same GFLOP/s)")
+    args = parser.parse_args()
+
+    bench_files = [{"path": path, "data": load_json(path)} for path in args.bench]
+    roof = roofline_from(args, bench_files)
+    series = benchmark_points(bench_files, args.ai_counter, args.gflops_counter)
+    if not series:
+        sys.exit(f"plot_roofline.py: no runs with counters {args.ai_counter!r} and {args.gflops_counter!r}")
+
+    peak = float(roof["peak_gflops"])
+    bandwidth = float(roof["triad_gbs"])
+    ridge = peak / bandwidth
+    avx2 = float(roof.get("peak_avx2_gflops", 0) or 0)
+
+    all_ai = [p["ai"] for pts in series.values() for p in pts]
+    all_ai += [p["ai_unfused"] for pts in series.values() for p in pts if args.show_unfused and p["ai_unfused"]]
+    all_gf = [p["gflops"] for pts in series.values() for p in pts]
+    ai_lo = 10 ** math.floor(math.log10(min(min(all_ai), ridge) / 2))
+    ai_hi = 10 ** math.ceil(math.log10(max(max(all_ai), ridge) * 2))
+    gf_lo = 10 ** math.floor(math.log10(min(min(all_gf), ai_lo * bandwidth) / 1.5))
+    gf_hi = 10 ** math.ceil(math.log10(peak * 1.5))
+
+    fig, ax = plt.subplots(figsize=(8.5, 5.6), dpi=120)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    # The roofline: memory roof up to the ridge point, compute roof after it.
+    ax.plot([ai_lo, ridge], [ai_lo * bandwidth, peak], color="tab:blue", lw=2.2,
+            label=f"memory roof: AI × {bandwidth:.1f} GB/s (triad)")
+    ax.plot([ridge, ai_hi], [peak, peak], color="tab:red", lw=2.2,
+            label=f"compute roof: {peak:.0f} GFLOP/s ({roof.get('simd', '') or 'fp32 FMA'})")
+    if avx2 > 0 and roof.get("simd") == "avx512":
+        ax.plot([avx2 / bandwidth, ai_hi], [avx2, avx2], color="tab:red", lw=1.2, ls="--",
+                label=f"AVX2 (256-bit) FMA roof: {avx2:.0f} GFLOP/s")
+    ax.axvline(ridge, color="grey", lw=1, ls=":")
+    ax.annotate(f"ridge point\n{ridge:.1f} FLOP/byte", xy=(ridge, gf_lo), xytext=(4, 8),
+                textcoords="offset points", fontsize=8, color="dimgrey", va="bottom")
+
+    markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
+    for index, (key, points) in enumerate(sorted(series.items())):
+        marker = markers[index % len(markers)]
+        xs = [p["ai"] for p in points]
+        ys = [p["gflops"] for p in points]
+        line = ax.plot(xs, ys, marker=marker, ms=6, lw=1, label=key)[0]
+        for p in points:
+            if p["L"] is not None:
+                ax.annotate(f"L={p['L']}", xy=(p["ai"], p["gflops"]), xytext=(3, -10 if index % 2 else 5),
+                            textcoords="offset points", fontsize=7, color=line.get_color())
+        if args.show_unfused:
+            ux = [p["ai_unfused"] for p in points if p["ai_unfused"]]
+            uy = [p["gflops"] for p in points if p["ai_unfused"]]
+            ax.plot(ux, uy, marker=marker, ms=6, lw=0, mfc="none", color=line.get_color(),
+                    label=f"{key} at AI_unfused")
+
+    ax.set_xlim(ai_lo, ai_hi)
+    ax.set_ylim(gf_lo, gf_hi)
+    ax.set_xlabel(f"arithmetic intensity ({args.ai_counter}), FLOP/byte")
+    ax.set_ylabel(f"achieved {args.gflops_counter}")
+    ax.set_title(args.title or "Roofline of this machine with benchmark runs")
+    ax.grid(True, which="major", alpha=0.35)
+    ax.grid(True, which="minor", alpha=0.12)
+    ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
+    cpu = roof.get("cpu", "")
+    note = f"roofline: {roof['source']}" + (f", {cpu}" if cpu else "")
+    if roof.get("measured_at"):
+        note += f", measured {roof['measured_at']}"
+    fig.text(0.01, 0.005, note, fontsize=6.5, color="grey")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+
+    out_dir = os.path.dirname(args.out)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    for extension in ("png", "svg"):
+        path = f"{args.out}.{extension}"
+        # No date in the SVG: with the fixed hash salt the file only changes when the data does.
+        metadata = {"Date": None} if extension == "svg" else {}
+        fig.savefig(path, metadata=metadata)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
