@@ -42,7 +42,9 @@
 
 namespace inferlab {
 
-double Roofline::attainable_gflops(double ai) const { return std::min(peak_gflops, ai * triad_gbs); }
+double Roofline::attainable_gflops(double ai) const {
+  return std::min(peak_gflops, ai * triad_gbs);
+}
 
 namespace {
 
@@ -309,22 +311,28 @@ std::filesystem::path default_roofline_path() {
 
 void save_roofline(const Roofline& r, const std::filesystem::path& path) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  std::ofstream out(path);
-  out << std::setprecision(6) << "{\n"
-      << "  \"peak_gflops\": " << r.peak_gflops << ",\n"
-      << "  \"peak_avx2_gflops\": " << r.peak_avx2_gflops << ",\n"
-      << "  \"peak_avx512_gflops\": " << r.peak_avx512_gflops << ",\n"
-      << "  \"read_gbs\": " << r.read_gbs << ",\n"
-      << "  \"triad_gbs\": " << r.triad_gbs << ",\n"
-      << "  \"ridge_point\": " << r.ridge_point() << ",\n"
-      << "  \"threads\": " << r.threads << ",\n"
-      << "  \"working_set_mib\": " << r.working_set_mib << ",\n"
-      << "  \"simd\": \"" << r.simd << "\",\n"
-      << "  \"cpu\": \"" << r.cpu << "\",\n"
-      << "  \"load_average\": " << r.load_average << ",\n"
-      << "  \"measured_at\": \"" << r.measured_at << "\"\n"
-      << "}\n";
-  if (!out) throw std::runtime_error("cannot write roofline file '" + path.string() + "'");
+  // Write a temporary file and rename it: a benchmark reading concurrently sees the old file or
+  // the new one, never a half-written one.
+  const std::filesystem::path temporary = path.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary);
+    out << std::setprecision(6) << "{\n"
+        << "  \"peak_gflops\": " << r.peak_gflops << ",\n"
+        << "  \"peak_avx2_gflops\": " << r.peak_avx2_gflops << ",\n"
+        << "  \"peak_avx512_gflops\": " << r.peak_avx512_gflops << ",\n"
+        << "  \"read_gbs\": " << r.read_gbs << ",\n"
+        << "  \"triad_gbs\": " << r.triad_gbs << ",\n"
+        << "  \"ridge_point\": " << r.ridge_point() << ",\n"
+        << "  \"threads\": " << r.threads << ",\n"
+        << "  \"working_set_mib\": " << r.working_set_mib << ",\n"
+        << "  \"simd\": \"" << r.simd << "\",\n"
+        << "  \"cpu\": \"" << r.cpu << "\",\n"
+        << "  \"load_average\": " << r.load_average << ",\n"
+        << "  \"measured_at\": \"" << r.measured_at << "\"\n"
+        << "}\n";
+    if (!out) throw std::runtime_error("cannot write roofline file '" + path.string() + "'");
+  }
+  std::filesystem::rename(temporary, path);
 }
 
 std::optional<Roofline> load_roofline(const std::filesystem::path& path) {

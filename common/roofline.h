@@ -20,17 +20,17 @@ namespace inferlab {
 
 /// One machine's measured ceilings.
 struct Roofline {
-  double peak_gflops = 0.0;     ///< fp32 FMA throughput, GFLOP/s, all cores (the best ISA below)
-  double peak_avx2_gflops = 0.0;   ///< the same with 256-bit AVX2 FMA (0: not measured)
-  double peak_avx512_gflops = 0.0; ///< the same with 512-bit AVX-512 FMA (0: not measured)
-  double read_gbs = 0.0;        ///< streaming read bandwidth, GB/s (10^9 bytes/s)
-  double triad_gbs = 0.0;       ///< STREAM triad a[i] = b[i] + s·c[i], GB/s, counting 3 arrays
-  int threads = 0;              ///< OpenMP threads used
-  std::string simd;             ///< the ISA that reached peak_gflops ("avx512", "avx2", "generic")
-  std::string cpu;              ///< CPU model name
-  double working_set_mib = 0.0; ///< bytes touched by the bandwidth loops, MiB
-  std::string measured_at;      ///< UTC time of the measurement (ISO 8601)
-  double load_average = 0.0;    ///< 1-minute load average when the measurement began (Linux)
+  double peak_gflops = 0.0;         ///< fp32 FMA throughput, GFLOP/s, all cores (the best ISA below)
+  double peak_avx2_gflops = 0.0;    ///< the same with 256-bit AVX2 FMA (0: not measured)
+  double peak_avx512_gflops = 0.0;  ///< the same with 512-bit AVX-512 FMA (0: not measured)
+  double read_gbs = 0.0;            ///< streaming read bandwidth, GB/s (10^9 bytes/s)
+  double triad_gbs = 0.0;           ///< STREAM triad a[i] = b[i] + s·c[i], GB/s, counting 3 arrays
+  int threads = 0;                  ///< OpenMP threads used
+  std::string simd;                 ///< the ISA that reached peak_gflops ("avx512", "avx2", "generic")
+  std::string cpu;                  ///< CPU model name
+  double working_set_mib = 0.0;     ///< bytes touched by the bandwidth loops, MiB
+  std::string measured_at;          ///< UTC time of the measurement (ISO 8601)
+  double load_average = 0.0;        ///< 1-minute load average when the measurement began (Linux)
 
   /// Whether other work may have competed for the cores (load average above the thread count):
   /// then the ceilings may read low, and `inferlab roofline` is worth rerunning on an idle machine.
@@ -44,9 +44,9 @@ struct Roofline {
 
 /// Options of measure_roofline().
 struct RooflineOptions {
-  double working_set_mib = 0.0;  ///< 0: max(4 × last-level cache, 1 GiB), capped at RAM/4
-  double seconds_per_test = 0.5; ///< time spent per ceiling (best of several passes)
-  int threads = 0;               ///< 0: all cores (OpenMP default)
+  double working_set_mib = 0.0;   ///< 0: max(4 × last-level cache, 1 GiB), capped at RAM/4
+  double seconds_per_test = 0.5;  ///< time spent per ceiling (best of several passes)
+  int threads = 0;                ///< 0: all cores (OpenMP default)
 };
 
 /// Measures this machine's ceilings.

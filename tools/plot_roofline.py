@@ -135,7 +135,7 @@ def main():
     all_ai += [p["ai_unfused"] for pts in series.values() for p in pts if args.show_unfused and p["ai_unfused"]]
     all_gf = [p["gflops"] for pts in series.values() for p in pts]
     ai_lo = 10 ** math.floor(math.log10(min(min(all_ai), ridge) / 2))
-    ai_hi = 10 ** math.ceil(math.log10(max(max(all_ai), ridge) * 2))
+    ai_hi = max(max(all_ai), ridge) * 3
     gf_lo = 10 ** math.floor(math.log10(min(min(all_gf), ai_lo * bandwidth) / 1.5))
     gf_hi = 10 ** math.ceil(math.log10(peak * 1.5))
 
@@ -160,10 +160,15 @@ def main():
         xs = [p["ai"] for p in points]
         ys = [p["gflops"] for p in points]
         line = ax.plot(xs, ys, marker=marker, ms=6, lw=1, label=key)[0]
+        # L beside each point, slanted (AI bunches up at large L as it saturates); series
+        # alternate above and below their line.
+        below = index % 2 == 1
         for p in points:
             if p["L"] is not None:
-                ax.annotate(f"L={p['L']}", xy=(p["ai"], p["gflops"]), xytext=(3, -10 if index % 2 else 5),
-                            textcoords="offset points", fontsize=7, color=line.get_color())
+                ax.annotate(f"L={p['L']}", xy=(p["ai"], p["gflops"]), xytext=(2, -6 if below else 6),
+                            textcoords="offset points", fontsize=7, color=line.get_color(),
+                            rotation=-50 if below else 50, rotation_mode="anchor",
+                            va="top" if below else "bottom", ha="left")
         if args.show_unfused:
             ux = [p["ai_unfused"] for p in points if p["ai_unfused"]]
             uy = [p["gflops"] for p in points if p["ai_unfused"]]

@@ -1,6 +1,7 @@
 // Chapter 01's part of `inferlab tour`: cpu/naive checked against the float64 oracle, then a
 // seq_len sweep that prints, per L, the FLOPs, the bytes, the arithmetic intensity, the measured
 // GFLOP/s and the percentage of what this machine's roofline allows at that intensity.
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <vector>
@@ -46,7 +47,8 @@ void tour_chapter01(std::ostream& out, const Roofline& roofline, const TourOptio
       << "roof = min(peak, AI x triad bandwidth) at that AI; % roof = GFLOP/s / roof.\n";
   out << std::setw(6) << "L" << std::setw(10) << "MFLOP" << std::setw(9) << "MB" << std::setw(8) << "AI"
       << std::setw(12) << "AI unfused" << std::setw(10) << "GFLOP/s" << std::setw(8) << "roof" << std::setw(9)
-      << "% roof" << "  roof that applies\n";
+      << "% roof"
+      << "  roof that applies\n";
   const std::vector<int64_t> lengths =
       options.quick ? std::vector<int64_t>{32, 128} : std::vector<int64_t>{64, 128, 256, 512, 1024, 2048};
   for (const int64_t L : lengths) {
@@ -54,8 +56,11 @@ void tour_chapter01(std::ostream& out, const Roofline& roofline, const TourOptio
     const Tensor<float> k = rng.normal_tensor({kv_heads, L, head_dim});
     const Tensor<float> v = rng.normal_tensor({kv_heads, L, head_dim});
     Tensor<float> o({heads, L, head_dim});
-    // best_time_seconds warms up once, then keeps the fastest of the timed runs.
-    const int runs = options.quick ? 1 : (L >= 1024 ? 2 : 3);
+    // One untimed call (page faults, caches) sizes the runs: about 0.25 s of them, at least 2,
+    // and the fastest counts (the least disturbed by other work on the machine).
+    Stopwatch warm_up;
+    attention_cpu_naive(q, k, v, false, o);
+    const int runs = options.quick ? 1 : std::clamp(static_cast<int>(0.25 / warm_up.seconds()), 2, 50);
     const double seconds = best_time_seconds(runs, [&] { attention_cpu_naive(q, k, v, false, o); });
     const AttentionDims dims{heads, kv_heads, L, head_dim};
     const Cost cost = prefill_attention_cost(dims, TrafficModel::article, kFp32);
@@ -63,11 +68,10 @@ void tour_chapter01(std::ostream& out, const Roofline& roofline, const TourOptio
     const double ai = cost.arithmetic_intensity();
     const double gflops = cost.flops / seconds / 1e9;
     const double roof = roofline.attainable_gflops(ai);
-    out << std::fixed << std::setprecision(1) << std::setw(6) << L << std::setw(10) << cost.flops / 1e6
-        << std::setw(9) << cost.bytes / 1e6 << std::setw(8) << ai << std::setw(12) << unfused.arithmetic_intensity()
-        << std::setw(10) << gflops << std::setw(8) << std::setprecision(0) << roof << std::setw(8)
-        << std::setprecision(1) << 100.0 * gflops / roof << "%  "
-        << (ai < roofline.ridge_point() ? "memory" : "compute") << "\n";
+    out << std::fixed << std::setprecision(1) << std::setw(6) << L << std::setw(10) << cost.flops / 1e6 << std::setw(9)
+        << cost.bytes / 1e6 << std::setw(8) << ai << std::setw(12) << unfused.arithmetic_intensity() << std::setw(10)
+        << gflops << std::setw(8) << std::setprecision(0) << roof << std::setw(8) << std::setprecision(1)
+        << 100.0 * gflops / roof << "%  " << (ai < roofline.ridge_point() ? "memory" : "compute") << "\n";
   }
 
   // 3. For contrast: a decode step at the largest L (chapter 03 measures it).

@@ -26,8 +26,9 @@
 //
 // Version ladder, measured on the development machine (2-core Xeon VM, AVX-512 with two FMA
 // ports: `inferlab roofline` peak 484 GFLOP/s fp32, i.e. ~242 per core; triad 30 GB/s), 4 heads,
-// L = 2048, d = 128, non-causal, dense FLOPs, fastest call of several. The machine is shared, so
-// single runs vary by ±30%; rerun `build/default/chapters/bench_ch02 --benchmark_filter=L:2048/d:128`.
+// L = 2048, d = 128, non-causal, dense FLOPs. Single-thread rows: fastest of 8 calls of each
+// development step; two-thread rows: bench_ch02 means. The machine is shared and runs vary by
+// up to ±30%; rerun `build/default/chapters/bench_ch02 --benchmark_filter='L:2048/d:128'`.
 //
 //   step                                                          GFLOP/s   gain    % of peak
 //   cpu/naive: three scalar loops per head (chapter 01), 1 thread      9      —        2%
@@ -36,14 +37,17 @@
 //   + register tiles of 6 rows × 64 keys (24 accumulators), 1 thread   81     2.4×     17%
 //   + vector exp in the softmax (std::exp was ~45% of the time)       144     1.8×     30%
 //     (one core: 60% of its 242 GFLOP/s share of the peak)
-//   + OpenMP over (head, query block), 2 threads: cpu/blocked      270–290   1.9×    56–60%
-//   cpu/openblas in the same runs (cpu_openblas.cpp)               260–270             54–56%
-//   → blocked/openblas time ratio ≈ 0.95–1.0 (issue target: ≤ 1.5; ≥ 50% of peak)
+//   + OpenMP over (head, query block), 2 threads: cpu/blocked   280–315   2.0×    58–65%
+//     (best single call 334 GFLOP/s, 69%)
+//   cpu/openblas in the same runs (cpu_openblas.cpp)                265                55%
+//   → blocked/openblas time ratio 0.84 in the cleanest run (27.2 ms vs 32.4 ms), 0.9–1.0 in
+//     noisier ones (issue targets: ≤ 1.5×, and ≥ 50% of peak)
 // Where the rest goes (per thread, L = 2048): Q·Kᵀ 41%, P·V 42%, softmax 8%, packing and
 // scheduling the rest; the micro-kernel alone, data in L1, runs at ~225 GFLOP/s per core (93%).
-// Skipping the masked blocks makes causal prefill ~1.9× faster in time at L = 8192.
-// With -march=haswell (AVX2: 6 × 16 tiles, 12 accumulators) the same code is correct and
-// reaches about half of these rates here, as the AVX2 FMA peak (261) is about half.
+// Causal (L = 2048): skipping the blocks above the diagonal takes 14.7 ms instead of 27.2 ms;
+// cpu/openblas, which computes the masked half anyway, takes 31.6 ms either way.
+// Built with -march=haswell (AVX2: 6 × 16 tiles, 12 accumulators) the same code is correct and
+// reaches ~175 GFLOP/s at best here, about 2/3 of this machine's AVX2 FMA roof (261).
 //
 // Other rungs of the CPU ladder:
 //   cpu/openblas   the same unfused pipeline with OpenBLAS sgemm (cpu_openblas.cpp).
