@@ -18,7 +18,9 @@
 ///                   machine the fastest call is the most repeatable estimate of what the code
 ///                   can do; the mean (the columns above) is what a user waits for
 /// The timed calls run with the benchmark's UseManualTime(), so its Time column is the same
-/// clock the rates use.
+/// clock the rates use. "Peak" and "triad bandwidth" are the CPU's (roofline.json) unless the
+/// caller passes another Roofline: GPU benchmarks pass the GPU's measured GEMM rate and
+/// device-to-device copy bandwidth instead.
 
 #include <benchmark/benchmark.h>
 
@@ -69,10 +71,12 @@ inline CallTiming time_calls(benchmark::State& state, const std::function<void()
 }
 
 /// Sets the prefill attention counters listed in this file's comment for calls timed as
-/// @p timing on a problem of @p dims, @p bytes_per_element bytes per element.
+/// @p timing on a problem of @p dims, @p bytes_per_element bytes per element. The percentages
+/// refer to @p roofline: this CPU's measured one by default; a GPU benchmark passes the GPU's
+/// (peak = its measured GEMM rate, bandwidth = its device-to-device copy rate).
 inline void set_prefill_counters(benchmark::State& state, const AttentionDims& dims, const CallTiming& timing,
-                                 double bytes_per_element = 4.0, FlopConvention flops = FlopConvention::dense) {
-  const Roofline& roofline = measured_roofline();
+                                 double bytes_per_element = 4.0, FlopConvention flops = FlopConvention::dense,
+                                 const Roofline& roofline = measured_roofline()) {
   const double seconds_per_call = timing.mean_seconds;
   const Cost article = prefill_attention_cost(dims, TrafficModel::article, bytes_per_element, flops);
   const Cost unfused = prefill_attention_cost(dims, TrafficModel::unfused, bytes_per_element, flops);

@@ -21,4 +21,14 @@ struct TourOptions {
 /// of it reached; then the AI of one decode step for contrast. @p roofline supplies the ceilings.
 void tour_chapter01(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 02: the CUDA versions run on the SIMT emulator (sim backend) against the float64
+/// oracle, then the CPU versions (cpu/naive, cpu/blocked, cpu/openblas) timed side by side at one
+/// size with GFLOP/s, % of the measured FMA peak and the speed-up over cpu/naive.
+void tour_chapter02(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
+/// The tour's closing table: prefill measured at several L (cpu/blocked) beside one decode step,
+/// with AI under the article's, the unfused and the fused traffic models, GFLOP/s, % of the roof
+/// and whether each is memory- or compute-bound on this machine.
+void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
 }  // namespace inferlab

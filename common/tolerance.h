@@ -62,4 +62,15 @@ constexpr Tolerance attention_tolerance(Precision precision, double max_abs_logi
   return {std::max(base.rel_frobenius, conditioning), std::max(base.max_abs, conditioning)};
 }
 
+/// The tolerance for a product or sum of products (a GEMM, dot-product scores) whose condition
+/// number is @p condition = ‖Σ|a·b|‖ / ‖Σ a·b‖ (the size of the summed terms against the size
+/// of the result). Rounding errors scale with the terms, so a result that cancels to near zero
+/// (a 1×1 product, say) has a large relative error however well it is computed: the relative
+/// Frobenius bound is widened by max(1, condition); the absolute bound stays.
+constexpr Tolerance product_tolerance(Precision precision, double condition) {
+  Tolerance tolerance = tolerance_for(precision);
+  tolerance.rel_frobenius *= std::max(1.0, condition);
+  return tolerance;
+}
+
 }  // namespace inferlab

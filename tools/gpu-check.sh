@@ -5,16 +5,26 @@
 #
 #   tools/gpu-check.sh                     # build in build/gpu, report in build/gpu/gpu-report.md
 #   BUILD_DIR=/tmp/b CUDA_ARCHS=90 tools/gpu-check.sh
-#   BENCH_FILTER='attention' BENCH_MIN_TIME=0.2 tools/gpu-check.sh
+#   BENCHES=all BENCH_FILTER='L:2048' BENCH_MIN_TIME=0.2 tools/gpu-check.sh
 #
-# Exit status: 0 when the build and every cuda test pass, 1 on a failure, 2 when no GPU/nvcc.
+# Benchmarks: by default only bench_ch02, filtered to every cuda/... version over the whole sweep
+# plus cpu/blocked and cpu/openblas at L = 2048, d = 128 for comparison (about 1–2 minutes on an
+# A100/H100-class GPU, within BENCH_TIMEOUT). Its JSON goes to $build/bench/bench_ch02.json and
+# the report gets the GPU's measured ceilings, the side-by-side table and the issue's two GPU
+# targets (tools/gpu_bench_report.py). BENCHES=all runs every bench_* executable (CPU ones too:
+# minutes more); BENCH_FILTER replaces the filter for all of them.
+#
+# Exit status: 0 when the build, every cuda test and the benchmarks pass, 1 on a failure, 2 when
+# no GPU/nvcc.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
 build=${BUILD_DIR:-build/gpu}
-archs=${CUDA_ARCHS:-80;90}
-bench_filter=${BENCH_FILTER:-.}
+benches=${BENCHES:-bench_ch02}
+bench_filter=${BENCH_FILTER:-}
+ch02_filter='cuda/|cpu/(blocked|openblas)/L:2048/d:128'
 bench_min_time=${BENCH_MIN_TIME:-0.1}
+bench_timeout=${BENCH_TIMEOUT:-300}
 jobs=${JOBS:-$(nproc)}
 report=${REPORT:-$build/gpu-report.md}
 
@@ -25,6 +35,9 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --form
 [[ -n "$gpu" ]] || die "nvidia-smi sees no GPU"
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [[ -x "$nvcc" ]] || die "nvcc not found (install the CUDA toolkit or set CUDACXX)"
+# Compile for this GPU only (half the nvcc time of "80;90"), unless CUDA_ARCHS says otherwise.
+gpu_arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+archs=${CUDA_ARCHS:-${gpu_arch:-80;90}}
 
 mkdir -p "$build/bench"
 log="$build/gpu-check.log"
@@ -53,19 +66,33 @@ cat "$ctest_out" >>"$log"
 ctest_summary=$(grep -E "tests passed|No tests were found" "$ctest_out" | tail -1)
 [[ -n "$ctest_summary" ]] || ctest_summary="(no summary: see $ctest_out)"
 
-step "benchmarks (filter '$bench_filter')"
+step "benchmarks (${benches}, min time ${bench_min_time} s, timeout ${bench_timeout} s each)"
 bench_lines=()
+ch02_report=""
 while IFS= read -r bench; do
   name=$(basename "$bench")
+  [[ "$benches" == all || " $benches " == *" $name "* ]] || continue
   json="$build/bench/$name.json"
-  if timeout 900 "$bench" --benchmark_filter="$bench_filter" --benchmark_min_time="$bench_min_time" \
-       --benchmark_out="$json" --benchmark_out_format=json >>"$log" 2>&1; then
-    bench_lines+=("| $name | ok | bench/$name.json |")
+  filter=${bench_filter:-.}
+  [[ -z "$bench_filter" && "$name" == bench_ch02 ]] && filter=$ch02_filter
+  cell_filter=${filter//|/\\|}  # a literal | would end the Markdown table cell
+  echo "-- $name --benchmark_filter='$filter'" >>"$log"
+  bench_start=$(date +%s)
+  timeout "$bench_timeout" "$bench" --benchmark_filter="$filter" --benchmark_min_time="$bench_min_time" \
+    --benchmark_out="$json" --benchmark_out_format=json >>"$log" 2>&1
+  code=$?
+  seconds=$(( $(date +%s) - bench_start ))
+  if (( code == 0 )); then
+    bench_lines+=("| $name | \`$cell_filter\` | ok, ${seconds} s | bench/$name.json |")
   else
-    bench_lines+=("| $name | FAILED (exit $?) | see gpu-check.log |")
+    bench_lines+=("| $name | \`$cell_filter\` | FAILED (exit $code$( (( code == 124 )) && echo ', timed out'), ${seconds} s) | see gpu-check.log |")
     status=1
   fi
+  if [[ "$name" == bench_ch02 && -s "$json" ]]; then
+    ch02_report=$(python3 "$root/tools/gpu_bench_report.py" "$json" 2>&1) || status=1
+  fi
 done < <(find "$build" -type f -executable -name 'bench_*' -not -path '*/CMakeFiles/*' | sort)
+(( ${#bench_lines[@]} > 0 )) || bench_lines+=("| ($benches) | | not found in $build | |")
 
 {
   echo "# GPU check — $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -86,10 +113,14 @@ done < <(find "$build" -type f -executable -name 'bench_*' -not -path '*/CMakeFi
   fi
   echo "## Benchmarks"
   echo
-  echo "| benchmark | status | results |"
-  echo "| --- | --- | --- |"
+  echo "| benchmark | filter | status | results |"
+  echo "| --- | --- | --- | --- |"
   printf '%s\n' "${bench_lines[@]}"
   echo
+  if [[ -n "$ch02_report" ]]; then
+    echo "$ch02_report"
+    echo
+  fi
   echo "Full log: gpu-check.log"
 } >"$report"
 

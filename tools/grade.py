@@ -618,7 +618,9 @@ def forbidden_references(build: Path, number: str) -> list[str]:
     """Symbols the student library refers to that only the reference code defines (cheats)."""
     if not shutil.which("nm"):
         return []
-    student_lib = next(iter(build.rglob(f"libstudent_ch{number}.a")), None)
+    # libstudent_chNN.a, or libstudent_chNN_sim.a for a chapter of .cu files (exercises/CMakeLists.txt).
+    student_lib = next((lib for name in (f"libstudent_ch{number}.a", f"libstudent_ch{number}_sim.a")
+                        for lib in build.rglob(name)), None)
     if student_lib is None:
         return []
     wanted = undefined_symbols(student_lib) - defined_symbols(student_lib)
@@ -740,13 +742,17 @@ def grade(args: argparse.Namespace) -> int:
     lab_broken = False
     for ch in chapters:
         lib, test = f"student_ch{ch.number}", f"test_ch{ch.number}_student"
+        if lib not in targets and f"{lib}_sim" in targets:
+            # A chapter of .cu files: student_chNN is an interface library over student_chNN_sim
+            # (and _cuda, never configured here); Ninja has no target for an interface.
+            lib = f"{lib}_sim"
         if test not in targets or lib not in targets:
             # The graded test exists only when the student library does (tests/NN-slug/).
             tests_cmake = ROOT / "tests" / ch.title / "CMakeLists.txt"
             has_tests = tests_cmake.is_file() and test in tests_cmake.read_text(errors="replace")
             ch.status = MISSING if has_tests else NO_TESTS
             say(f"== {ch.key}: {chapter_note(ch)}"
-                + (f" (no .cpp in {student_dir / ch.title})" if ch.status == MISSING else ""))
+                + (f" (no .cpp or .cu in {student_dir / ch.title})" if ch.status == MISSING else ""))
             continue
         log_path = logs / f"build-{ch.key}.log"
         t0 = time.monotonic()

@@ -5,8 +5,9 @@
 /// inferlab::cuda (run on a GPU). Both namespaces declare the same functions, listed once here.
 ///
 /// Every entry point has the host-tensor signature of AttentionFn (copy in, run, copy out),
-/// so tests and the CLI treat them like the CPU versions; benchmarks time the device-level
-/// functions in the .cu files instead.
+/// so tests and the CLI treat them like the CPU versions. Each is a thin wrapper over a
+/// device-level function on device-resident data with caller-provided scratch
+/// (kernels/attention/cuda_prefill.cuh), which is what benchmarks time (cuda_timing.h).
 
 #include "kernels/attention/attention.h"
 

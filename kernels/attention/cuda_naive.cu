@@ -7,6 +7,10 @@
 //   cuda/cublas  cuda_cublas.cu: the two products as cuBLAS strided-batched GEMMs (fp32, fp16, bf16).
 //   cuda/flash   chapter 05: fused, the L×L matrix never reaches memory.
 //
+// Two entry points: attention_naive_device() queues the three kernels on device-resident data
+// with a caller-provided score buffer (what the benchmark times); attention_cuda_naive() is the
+// host-tensor wrapper that tests and the CLI call (copy in, run, copy out; cuda_prefill.cuh).
+//
 // Launch shapes (L = seq_len, d = head_dim, H = num_heads):
 //   scores_naive  grid (⌈L/16⌉, ⌈L/16⌉, H), block (16, 16): thread (x, y) of block (bx, by, h)
 //                 computes S[h][by·16+y][bx·16+x].
@@ -76,24 +80,26 @@ int blocks_for(int64_t n, int per_block) { return static_cast<int>((n + per_bloc
 
 }  // namespace
 
+void attention_naive_device(const DeviceAttention& problem, float* scores, cudaStream_t stream) {
+  const AttentionShape& s = problem.shape;
+  const int L = int(s.seq_len), d = int(s.head_dim), H = int(s.num_heads), group = int(s.group_size());
+  const dim3 tile(kTile, kTile);
+  check_cuda(simt::launch(scores_naive, dim3(blocks_for(L, kTile), blocks_for(L, kTile), H), tile, 0, stream, problem.q,
+                          problem.k, scores, L, d, group, problem.scale(), s.causal),
+             "scores_naive");
+  check_cuda(simt::launch(softmax_naive, dim3(blocks_for(int64_t(H) * L, 128)), dim3(128), 0, stream, scores, H * L, L),
+             "softmax_naive");
+  check_cuda(simt::launch(pv_naive, dim3(blocks_for(d, kTile), blocks_for(L, kTile), H), tile, 0, stream,
+                          static_cast<const float*>(scores), problem.v, problem.out, L, d, group),
+             "pv_naive");
+}
+
 void attention_cuda_naive(const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
                           Tensor<float>& out) {
-  run_on_device(q, k, v, causal, out, [](const DeviceAttention& a) {
-    const AttentionShape& s = a.shape;
-    const int L = int(s.seq_len), d = int(s.head_dim), H = int(s.num_heads), group = int(s.group_size());
-    DeviceBuffer<float> scores(size_t(H) * L * L);
-    const dim3 tile(kTile, kTile);
-    check_cuda(simt::launch(scores_naive, dim3(blocks_for(L, kTile), blocks_for(L, kTile), H), tile, 0, nullptr,
-                            a.q, a.k, scores.data(), L, d, group, a.scale(), s.causal),
-               "scores_naive");
-    check_cuda(simt::launch(softmax_naive, dim3(blocks_for(int64_t(H) * L, 128)), dim3(128), 0, nullptr,
-                            scores.data(), H * L, L),
-               "softmax_naive");
-    check_cuda(simt::launch(pv_naive, dim3(blocks_for(d, kTile), blocks_for(L, kTile), H), tile, 0, nullptr,
-                            static_cast<const float*>(scores.data()), a.v, a.out, L, d, group),
-               "pv_naive");
-    check_cuda(cudaDeviceSynchronize(), "cuda/naive");
-  });
+  const DeviceAttentionCopy<float> device(q, k, v, causal, out);
+  DeviceBuffer<float> scores(score_elements(device.shape()));
+  attention_naive_device(device.view(), scores.data(), nullptr);
+  device.finish(out, "cuda/naive");
 }
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

@@ -6,6 +6,9 @@
 // (one global load per element per block), then every thread reuses the tile 16 times. Global
 // traffic of a product falls by the tile width, 16×.
 //
+// Entry points as in cuda_naive.cu: attention_tiled_device() on device-resident data with a
+// caller-provided score buffer; attention_cuda_tiled() the host-tensor wrapper over it.
+//
 // Launch shapes (L = seq_len, d = head_dim, H = num_heads):
 //   qk_tiled           grid (⌈L/16⌉, ⌈L/16⌉, H), block (16, 16); thread (x, y) computes
 //                      S[h][tile_i·16+y][tile_j·16+x]. Tiles entirely above the diagonal are
@@ -83,25 +86,28 @@ int blocks_for(int64_t n, int per_block) { return static_cast<int>((n + per_bloc
 
 }  // namespace
 
+void attention_tiled_device(const DeviceAttention& problem, float* scores, cudaStream_t stream) {
+  const AttentionShape& s = problem.shape;
+  const int L = int(s.seq_len), d = int(s.head_dim), H = int(s.num_heads), group = int(s.group_size());
+  const dim3 tile(kTile, kTile);
+  check_cuda(simt::launch(qk_tiled, dim3(blocks_for(L, kTile), blocks_for(L, kTile), H), tile, 0, stream, problem.q,
+                          problem.k, scores, L, d, group, problem.scale(), s.causal),
+             "qk_tiled");
+  // In place: each block reads its row completely (two reductions) before writing it.
+  check_cuda(simt::launch(softmax_rows_warp<float>, dim3(H * L), dim3(kSoftmaxThreads), 0, stream,
+                          static_cast<const float*>(scores), scores, L, L, s.causal),
+             "softmax_rows_warp");
+  check_cuda(simt::launch(pv_tiled, dim3(blocks_for(d, kTile), blocks_for(L, kTile), H), tile, 0, stream,
+                          static_cast<const float*>(scores), problem.v, problem.out, L, d, group, s.causal),
+             "pv_tiled");
+}
+
 void attention_cuda_tiled(const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
                           Tensor<float>& out) {
-  run_on_device(q, k, v, causal, out, [](const DeviceAttention& a) {
-    const AttentionShape& s = a.shape;
-    const int L = int(s.seq_len), d = int(s.head_dim), H = int(s.num_heads), group = int(s.group_size());
-    DeviceBuffer<float> scores(size_t(H) * L * L);
-    const dim3 tile(kTile, kTile);
-    check_cuda(simt::launch(qk_tiled, dim3(blocks_for(L, kTile), blocks_for(L, kTile), H), tile, 0, nullptr, a.q,
-                            a.k, scores.data(), L, d, group, a.scale(), s.causal),
-               "qk_tiled");
-    // In place: each block reads its row completely (two reductions) before writing it.
-    check_cuda(simt::launch(softmax_rows_warp<float>, dim3(H * L), dim3(kSoftmaxThreads), 0, nullptr,
-                            static_cast<const float*>(scores.data()), scores.data(), L, L, s.causal),
-               "softmax_rows_warp");
-    check_cuda(simt::launch(pv_tiled, dim3(blocks_for(d, kTile), blocks_for(L, kTile), H), tile, 0, nullptr,
-                            static_cast<const float*>(scores.data()), a.v, a.out, L, d, group, s.causal),
-               "pv_tiled");
-    check_cuda(cudaDeviceSynchronize(), "cuda/tiled");
-  });
+  const DeviceAttentionCopy<float> device(q, k, v, causal, out);
+  DeviceBuffer<float> scores(score_elements(device.shape()));
+  attention_tiled_device(device.view(), scores.data(), nullptr);
+  device.finish(out, "cuda/tiled");
 }
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

@@ -1,7 +1,6 @@
 #include "tests/support/attention_check.h"
 
 #include <cmath>
-#include <cstring>
 #include <sstream>
 
 #include "common/compare.h"
@@ -96,32 +95,9 @@ double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const Atten
   const Tensor<float> q = rng.normal_tensor({c.num_heads, c.seq_len, c.head_dim}, 0.0f, c.logit_scale);
   const Tensor<float> k = rng.normal_tensor({c.num_kv_heads, c.seq_len, c.head_dim});
   const Tensor<float> v = rng.normal_tensor({c.num_kv_heads, c.seq_len, c.head_dim});
-  Tensor<float> first;
-  std::string first_schedule;
-  for (const simt::Schedule& schedule : default_schedules()) {
-    const simt::ScopedSchedule scoped(schedule);
-    Tensor<float> out({c.num_heads, c.seq_len, c.head_dim});
-    out.poison();
-    try {
-      run(q, k, v, c.causal, out);
-    } catch (const std::exception& error) {
-      return ::testing::AssertionFailure() << c.name() << " under schedule " << schedule.to_string()
-                                           << ": threw " << error.what() << " (seed " << rng.seed() << ")";
-    }
-    if (first_schedule.empty()) {
-      first = out;
-      first_schedule = schedule.to_string();
-      continue;
-    }
-    for (int64_t i = 0; i < out.size(); ++i) {
-      if (std::memcmp(&out[i], &first[i], sizeof(float)) != 0) {
-        return ::testing::AssertionFailure()
-               << c.name() << ": element " << i << " is " << first[i] << " under schedule " << first_schedule
-               << " but " << out[i] << " under " << schedule.to_string()
-               << " — the result depends on the thread order (a missing __syncthreads?) (seed " << rng.seed() << ")";
-      }
-    }
-  }
+  const ::testing::AssertionResult same = host_same_under_schedules(
+      [&](Tensor<float>& out) { run(q, k, v, c.causal, out); }, {c.num_heads, c.seq_len, c.head_dim});
+  if (!same) return ::testing::AssertionFailure() << c.name() << ": " << same.message() << " (seed " << rng.seed() << ")";
   return ::testing::AssertionSuccess();
 }
 

@@ -153,4 +153,43 @@ std::vector<simt::Schedule> default_schedules(int random_seeds) {
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult host_same_under_schedules(const std::function<void(Tensor<float>& out)>& run,
+                                                     const Shape& output_shape, Tensor<float>* output,
+                                                     const std::vector<simt::Schedule>& schedules) {
+  if (schedules.empty()) return ::testing::AssertionFailure() << "host_same_under_schedules: no schedules";
+  Tensor<float> first;
+  for (const simt::Schedule& schedule : schedules) {
+    const simt::ScopedSchedule scoped(schedule);
+    Tensor<float> out(output_shape);
+    out.poison();
+    try {
+      run(out);
+    } catch (const std::exception& error) {
+      std::string message = error.what();
+      const std::string details = simt::last_error_message();
+      if (!details.empty() && message.find(details) == std::string::npos) message += "\n" + details;
+      cudaDeviceReset();  // clear a sticky kernel fault for the tests that follow
+      return ::testing::AssertionFailure() << "under schedule " << schedule.to_string() << ": threw " << message;
+    }
+    if (out.shape() != output_shape) {
+      return ::testing::AssertionFailure() << "the output's shape changed to " << to_string(out.shape());
+    }
+    if (&schedule == &schedules.front()) {
+      first = std::move(out);
+      continue;
+    }
+    for (int64_t i = 0; i < out.size(); ++i) {
+      if (std::memcmp(&out[i], &first[i], sizeof(float)) == 0) continue;
+      const simt::LaunchRecord launch = simt::last_launch();
+      return ::testing::AssertionFailure()
+             << "element " << i << " is " << first[i] << " under schedule " << schedules.front().to_string()
+             << " but " << out[i] << " under " << schedule.to_string()
+             << ": the result depends on the thread order (a missing __syncthreads/__syncwarp?); last kernel "
+             << "launched: '" << launch.kernel << "' at " << launch.launched_at;
+    }
+  }
+  if (output != nullptr) *output = std::move(first);
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace inferlab::testing

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tensor.h"
 #include "simt/simt.h"
 
 namespace inferlab::testing {
@@ -48,5 +49,16 @@ std::vector<simt::Schedule> default_schedules(int random_seeds = 3);
 ::testing::AssertionResult same_under_schedules(const std::function<cudaError_t()>& run,
                                                 const std::vector<DeviceOutput>& outputs,
                                                 const std::vector<simt::Schedule>& schedules = default_schedules());
+
+/// The host-level form, for a launcher that copies its inputs to the device, runs sim kernels
+/// and copies its result back into a host tensor (the attention versions, the exercises): runs
+/// @p run once per schedule, each time into a fresh output of @p output_shape poisoned with NaN,
+/// and fails when @p run throws (the message includes simt::last_error_message(): a barrier
+/// that some threads never reach is reported there with its line) or when any output bit
+/// differs from the first schedule's (the message names the first differing element and the
+/// last kernel launched). On success, @p output (when given) receives the output.
+::testing::AssertionResult host_same_under_schedules(const std::function<void(Tensor<float>& out)>& run,
+                                                     const Shape& output_shape, Tensor<float>* output = nullptr,
+                                                     const std::vector<simt::Schedule>& schedules = default_schedules());
 
 }  // namespace inferlab::testing

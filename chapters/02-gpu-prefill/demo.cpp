@@ -1,0 +1,129 @@
+// Chapter 02's part of `inferlab tour`: the CUDA kernels run on the SIMT emulator and are checked
+// against the float64 oracle (the same .cu sources run on a GPU with --backend cuda); then the
+// CPU's own version ladder (naive loops → cache-blocked SIMD → OpenBLAS) measured side by side;
+// then the summary table of the tour: prefill against decode on this machine's roofline.
+#include <algorithm>
+#include <iomanip>
+#include <vector>
+
+#include "chapters/tour.h"
+#include "common/compare.h"
+#include "common/cost.h"
+#include "common/rng.h"
+#include "common/timer.h"
+#include "kernels/attention/registry.h"
+
+namespace inferlab {
+
+namespace {
+
+constexpr double kFp32 = 4.0;  // bytes per element
+
+struct Inputs {
+  Tensor<float> q, k, v;
+};
+
+Inputs random_inputs(Rng& rng, const AttentionDims& dims) {
+  return {rng.normal_tensor({dims.num_heads, dims.seq_len, dims.head_dim}),
+          rng.normal_tensor({dims.num_kv_heads, dims.seq_len, dims.head_dim}),
+          rng.normal_tensor({dims.num_kv_heads, dims.seq_len, dims.head_dim})};
+}
+
+// Seconds of the fastest of a few runs of @p version (after one untimed warm-up call).
+double time_version(const AttentionVersion& version, const Inputs& in, bool causal, bool quick) {
+  Tensor<float> out({in.q.dim(0), in.q.dim(1), in.q.dim(2)});
+  Stopwatch warm_up;
+  version.run(in.q, in.k, in.v, causal, out);
+  const int runs = quick ? 1 : std::clamp(static_cast<int>(0.3 / std::max(warm_up.seconds(), 1e-6)), 2, 20);
+  return best_time_seconds(runs, [&] { version.run(in.q, in.k, in.v, causal, out); });
+}
+
+}  // namespace
+
+void tour_chapter02(std::ostream& out, const Roofline& roofline, const TourOptions& options) {
+  out << "== Chapter 02: GPU prefill (CUDA kernels on the emulator; the CPU's version ladder) ==\n";
+  Rng rng(Rng::fresh_seed());
+
+  // 1. The CUDA kernels, run by the SIMT emulator: one fiber per CUDA thread, real barriers and
+  //    warp shuffles. Small shapes: the emulator proves correctness, it does not measure speed.
+  {
+    const AttentionDims dims{4, 2, options.quick ? 17 : 65, 80};
+    const Inputs in = random_inputs(rng, dims);
+    const Tensor<double> expected = attention_reference(in.q, in.k, in.v, true);
+    out << "CUDA kernels on the sim backend, " << dims.num_heads << " heads (GQA 2:1), L=" << dims.seq_len
+        << ", d=" << dims.head_dim << ", causal, vs the float64 oracle:\n";
+    for (const AttentionVersion& version : attention_versions()) {
+      if (version.backend != Backend::sim || version.chapter != 2) continue;
+      Tensor<float> o({dims.num_heads, dims.seq_len, dims.head_dim});
+      o.poison();
+      Stopwatch stopwatch;
+      version.run(in.q, in.k, in.v, true, o);
+      const double seconds = stopwatch.seconds();
+      const Comparison c = compare_to_oracle(o, expected, tolerance_for(version.precision));
+      out << "  " << std::left << std::setw(18) << version.name << std::right << std::setw(5)
+          << to_string(version.precision) << "  rel. error " << std::scientific << std::setprecision(1)
+          << c.rel_frobenius << std::fixed << (c.ok ? "  ok" : "  WRONG") << "  (" << std::setprecision(0)
+          << seconds * 1e3 << " ms emulated)\n";
+    }
+    out << "  The same sources run on a GPU: ./inferlab attention --backend cuda --version cuda/tiled ...\n\n";
+  }
+
+  // 2. The CPU ladder, side by side at one size: what blocking and a tuned library buy.
+  const AttentionDims dims{4, 4, options.quick ? 256 : 1024, 128};
+  const Inputs in = random_inputs(rng, dims);
+  const Cost cost = prefill_attention_cost(dims, TrafficModel::article, kFp32);
+  out << "CPU versions side by side: " << dims.num_heads << " heads, L=" << dims.seq_len << ", d=" << dims.head_dim
+      << ", fp32, non-causal (" << std::setprecision(2) << cost.flops / 1e9 << " GFLOP per call):\n";
+  out << "  " << std::left << std::setw(14) << "version" << std::right << std::setw(10) << "ms" << std::setw(10)
+      << "GFLOP/s" << std::setw(10) << "% peak" << std::setw(12) << "vs naive\n";
+  double naive_seconds = 0.0;
+  for (const AttentionVersion& version : attention_versions()) {
+    if (version.backend != Backend::cpu || version.chapter > 2) continue;
+    const double seconds = time_version(version, in, false, options.quick);
+    if (version.name == "cpu/naive") naive_seconds = seconds;
+    const double gflops = cost.flops / seconds / 1e9;
+    out << "  " << std::left << std::setw(14) << version.name << std::right << std::fixed << std::setprecision(1)
+        << std::setw(10) << seconds * 1e3 << std::setw(10) << gflops << std::setw(9)
+        << 100.0 * gflops / roofline.peak_gflops << "%" << std::setw(10) << naive_seconds / seconds << "x\n";
+  }
+  out << "\n";
+}
+
+void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions& options) {
+  out << "== Summary: prefill vs decode on this machine's roofline ==\n";
+  Rng rng(Rng::fresh_seed());
+  const AttentionVersion& best = find_attention_version("cpu/blocked", Backend::cpu);
+  out << "One layer, 8 heads, d=128, fp32. Prefill measured with " << best.name
+      << "; decode counted (its kernels arrive in chapter 03).\n"
+      << "AI (fused) = L/2 in fp16, L/4 in fp32: what a kernel that never writes the scores could reach.\n";
+  out << std::setw(22) << "" << std::setw(12) << "AI article" << std::setw(12) << "AI unfused" << std::setw(11)
+      << "AI fused" << std::setw(10) << "GFLOP/s" << std::setw(9) << "% roof" << "  bound\n";
+  const std::vector<int64_t> lengths =
+      options.quick ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{64, 256, 1024, 4096};
+  for (int64_t L : lengths) {
+    const AttentionDims dims{8, 8, L, 128};
+    const Inputs in = random_inputs(rng, dims);
+    const double seconds = time_version(best, in, false, options.quick);
+    const Cost article = prefill_attention_cost(dims, TrafficModel::article, kFp32);
+    const Cost unfused = prefill_attention_cost(dims, TrafficModel::unfused, kFp32);
+    const Cost fused = prefill_attention_cost(dims, TrafficModel::fused, kFp32);
+    const double gflops = article.flops / seconds / 1e9;
+    // The kernel really moves the unfused traffic: that is the roof it lives under.
+    const double roof = roofline.attainable_gflops(unfused.arithmetic_intensity());
+    out << "  prefill L=" << std::left << std::setw(10) << L << std::right << std::fixed << std::setprecision(1)
+        << std::setw(12) << article.arithmetic_intensity() << std::setw(12) << unfused.arithmetic_intensity()
+        << std::setw(11) << fused.arithmetic_intensity() << std::setw(10) << gflops << std::setw(8)
+        << 100.0 * gflops / roof << "%  "
+        << (unfused.arithmetic_intensity() < roofline.ridge_point() ? "memory" : "compute") << "\n";
+  }
+  const Cost decode = decode_attention_cost({8, 8, lengths.back(), 128}, kFp32);
+  out << "  decode  L=" << std::left << std::setw(10) << lengths.back() << std::right << std::setw(12)
+      << std::setprecision(2) << decode.arithmetic_intensity() << std::setw(12) << "" << std::setw(11) << ""
+      << std::setw(10) << "" << std::setw(9) << "" << "  memory (AI 0.5 in fp32, ~1 in fp16, at every L)\n";
+  out << std::setprecision(1) << "Ridge point: " << roofline.ridge_point()
+      << " FLOP/byte (peak / triad). % roof is against the roof at the unfused AI, the traffic the kernel moves.\n"
+      << "Prefill's intensity grows with L and crosses the ridge; decode's stays at ~1 FLOP/byte: it is always\n"
+      << "memory-bound. That asymmetry is the rest of this lab.\n";
+}
+
+}  // namespace inferlab

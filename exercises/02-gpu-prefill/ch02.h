@@ -1,0 +1,89 @@
+#pragma once
+/// @file ch02.h
+/// Chapter 02 exercises — the contract: three CUDA kernels, the building blocks of unfused
+/// prefill attention on a GPU. Each exercise is one .cu file beside this header holding a
+/// `__global__` kernel (yours to write) and its host launcher (given: it checks the shapes,
+/// copies the inputs to the device, launches your kernel with simt::launch and copies the result
+/// back). Each .cu file is compiled twice (see common/simt/simt.h): by g++ for the SIMT emulator
+/// (namespace inferlab::sim::student — what the grader runs, no GPU needed) and, when nvcc is
+/// found, for a real GPU (inferlab::cuda::student).
+///
+/// Graded by tests/02-gpu-prefill/test_student.cpp on the sim backend: fresh random inputs, odd
+/// shapes, a float64 oracle, outputs poisoned with NaN (an element you forget to write fails),
+/// and every launch run under several thread schedules (forward, reverse, shuffled) — a missing
+/// `__syncthreads()` makes the result depend on the order and fails, a barrier that some threads
+/// of a block never reach is reported by the emulator with the line. Run them with
+/// `ctest --preset default -L student` or `./inferlab grade`.
+///
+/// Each stub's launcher starts with `throw NotImplemented(...)`: delete that line once your
+/// kernel is written.
+///
+/// ## Exercise 2.1 — attention scores, one thread per score (attention_scores.cu)
+///
+/// `q` is [num_heads, seq_len, head_dim], `k` is [num_kv_heads, seq_len, head_dim], `scores`
+/// is [num_heads, seq_len, seq_len], all row-major. Write `scores_kernel` so that
+///
+///     scores[h][i][j] = (q[h][i] · k[g][j]) / √head_dim,   g = h / group_size,
+///
+/// where group_size = num_heads / num_kv_heads (grouped-query attention: consecutive query
+/// heads share one KV head), and, when `causal`, scores[h][i][j] = −∞ for every key j > i.
+/// Launch (given): grid (⌈seq_len/16⌉, ⌈seq_len/16⌉, num_heads), block (16, 16); thread (x, y)
+/// of block (bx, by, h) owns query i = by·16 + y and key j = bx·16 + x. seq_len is rarely a
+/// multiple of 16: threads past the end write nothing.
+/// Budget per thread: 2·head_dim global loads (one row of Q, one row of K) and one store; a
+/// masked score needs no load at all. Size hint: roughly 10 lines.
+///
+/// ## Exercise 2.2 — row softmax with warp shuffles and a block reduction (softmax_rows.cu)
+///
+/// `scores` and `probs` are [rows, row_len]. Write `softmax_rows_kernel` so that
+/// probs[r][j] = exp(s_j − m) / Σ_k exp(s_k − m) with s = scores[r] and m = max_k s_k; entries
+/// of −∞ (masked keys) become exactly 0. Every row has at least one finite entry; logits can be
+/// in the hundreds, so subtract the max.
+/// Launch (given): one block per row, blockDim.x = threads_per_block — any multiple of 32 from
+/// 32 to 1024 — and any row_len ≥ 1, shorter or much longer than the block: each thread
+/// strides through the row (j = threadIdx.x, j += blockDim.x). Each of the two reductions (max,
+/// then sum) has two steps:
+///   1. within a warp: five `__shfl_xor_sync(0xffffffff, v, offset)` steps, offset 16, 8, 4, 2,
+///      1, after which every lane holds the warp's result (no shared memory, no barrier);
+///   2. across warps: lane 0 of each warp writes its result to a `__shared__` slot,
+///      `__syncthreads()`, then every warp reduces the slots (lanes past the number of warps
+///      contribute −∞ or 0) the same way; a second `__syncthreads()` before the slots are
+///      written again.
+/// Budget per row: read each score at most 3 times (max, sum, write), write each probability
+/// once; shared memory: one float per warp (32 floats). No atomics. Size hint: roughly 35 lines
+/// (a warp-reduce and a block-reduce helper of about 10 lines each, the kernel about 15).
+///
+/// ## Exercise 2.3 — tiled matrix product C = A·B (gemm_tiled.cu)
+///
+/// `a` is [M, K], `b` is [K, N], `c` is [M, N], row-major; M, N and K are any sizes ≥ 1 (1, 17,
+/// 33, 127 …), not multiples of the tile. Write `gemm_tiled_kernel` so that c = a·b, staging
+/// 16×16 tiles of A and B in shared memory.
+/// Launch (given): grid (⌈N/16⌉, ⌈M/16⌉), block (16, 16); thread (x, y) of block (bx, by)
+/// computes c[by·16 + y][bx·16 + x]. For each 16-wide step k0 of K: each thread loads one
+/// element of the A tile (a[row][k0 + x]) and one of the B tile (b[k0 + y][col]) into
+/// `__shared__` arrays — 0 where the element lies outside A or B —, `__syncthreads()`, 16
+/// multiply-adds from the tiles, `__syncthreads()` before the next step overwrites them. Every
+/// thread of the block must reach every barrier: never `return` early for a thread outside C;
+/// guard its loads and its final store instead.
+/// Budget: 2 global loads per thread per K step and 1 store per thread: in all
+/// M·K·⌈N/16⌉ + K·N·⌈M/16⌉ loads, 16× fewer than one thread per element reading whole rows
+/// and columns. Size hint: roughly 20 lines.
+
+#include "common/tensor.h"
+
+/// Declares the chapter-02 exercise launchers in namespace inferlab::NS::student (NS = sim or
+/// cuda; see the file's documentation for the tasks).
+#define INFERLAB_DECLARE_CH02_EXERCISES(NS)                                                                  \
+  namespace inferlab::NS::student {                                                                          \
+  /* Exercise 2.1: scores = Q.K^T / sqrt(head_dim), -inf above the diagonal when causal. */                  \
+  void attention_scores(const Tensor<float>& q, const Tensor<float>& k, bool causal, Tensor<float>& scores); \
+  /* Exercise 2.2: probs = the softmax of each row of scores, one block of threads_per_block. */             \
+  void softmax_rows(const Tensor<float>& scores, Tensor<float>& probs, int threads_per_block = 128);         \
+  /* Exercise 2.3: c = a.b with 16x16 shared-memory tiles. */                                                \
+  void gemm_tiled(const Tensor<float>& a, const Tensor<float>& b, Tensor<float>& c);                         \
+  }
+
+/// @cond INTERNAL
+INFERLAB_DECLARE_CH02_EXERCISES(sim)
+INFERLAB_DECLARE_CH02_EXERCISES(cuda)
+/// @endcond

@@ -1,0 +1,60 @@
+#pragma once
+/// @file cuda_timing.h
+/// Device-side timing of the chapter-02 CUDA versions, for benchmarks (chapters/02-gpu-prefill/
+/// bench.cpp). The host-tensor entry points of cuda_attention.h copy over PCIe and allocate on
+/// every call, which would dominate a GPU measurement; these functions time the device level
+/// instead: inputs and scratch allocated once, warm-up calls, then a batch of calls between two
+/// CUDA events on one stream.
+///
+/// Declared in plain C++ (no CUDA types), implemented in cuda_timing.cu, which is compiled twice
+/// like every kernel file: inferlab::cuda (nvcc, a GPU) and inferlab::sim (the SIMT emulator,
+/// where events record host time: fine for testing the harness, meaningless as a measurement).
+
+#include <string>
+#include <string_view>
+
+#include "kernels/attention/attention.h"
+
+namespace inferlab {
+
+/// The measured ceilings of one GPU, which the benchmark's GPU percentages refer to (the CPU
+/// roofline of common/roofline.h says nothing about a GPU).
+struct DeviceCeilings {
+  std::string device;         ///< the device's name (cudaGetDeviceProperties)
+  double copy_gbs = 0.0;      ///< device-to-device cudaMemcpy, GB/s counting bytes read + written
+  double copy_mib = 0.0;      ///< the size of the copied buffer, MiB
+  double sgemm_gflops = 0.0;  ///< cublasSgemm, fp32 (default math mode: no TF32), GFLOP/s
+  double hgemm_gflops = 0.0;  ///< cublasGemmEx, fp16 inputs, fp32 output and accumulation, GFLOP/s
+  int gemm_size = 0;          ///< n of the n×n×n GEMMs (2·n³ FLOPs per call)
+};
+
+}  // namespace inferlab
+
+/// The sim backend's copy (the SIMT emulator): exercises the harness, measures the emulator.
+namespace inferlab::sim {
+
+/// Mean seconds per call of @p version ("cuda/naive", "cuda/tiled", "cuda/cublas",
+/// "cuda/cublas_fp16", "cuda/cublas_bf16") on random device-resident inputs of @p shape: the
+/// inputs (stored as the version's element type), output, scratch and cuBLAS handle are
+/// allocated once, @p warmup calls are made, then @p repetitions calls are timed back to back
+/// between two CUDA events. Throws std::invalid_argument naming @p version when it has no
+/// device-level function, or naming a bad count or shape.
+double seconds_per_call(std::string_view version, const AttentionShape& shape, int warmup, int repetitions);
+
+/// Measures the current device's ceilings: device-to-device cudaMemcpy of @p copy_mib MiB, and
+/// cuBLAS SGEMM and fp16 GemmEx at n = @p gemm_size, each the mean of a batch of calls lasting
+/// about @p seconds_per_test after a warm-up call.
+DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test);
+
+}  // namespace inferlab::sim
+
+/// The cuda backend's copy (nvcc, a real GPU): what the benchmark calls when a GPU is present.
+namespace inferlab::cuda {
+
+/// As inferlab::sim::seconds_per_call(), on the GPU.
+double seconds_per_call(std::string_view version, const AttentionShape& shape, int warmup, int repetitions);
+
+/// As inferlab::sim::measure_device_ceilings(), on the GPU.
+DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test);
+
+}  // namespace inferlab::cuda
