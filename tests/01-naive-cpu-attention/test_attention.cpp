@@ -11,22 +11,9 @@ namespace inferlab {
 namespace {
 
 using testing::AttentionCase;
+using testing::VersionCase;
 
 // ---- every cpu version × every odd shape --------------------------------------------------
-
-struct VersionCase {
-  const AttentionVersion* version;
-  AttentionCase shape;
-};
-
-std::vector<VersionCase> cpu_version_cases() {
-  std::vector<VersionCase> cases;
-  for (const AttentionVersion& version : attention_versions()) {
-    if (version.backend != Backend::cpu || version.chapter != 1) continue;  // later chapters test their own
-    for (const AttentionCase& shape : testing::odd_attention_cases()) cases.push_back({&version, shape});
-  }
-  return cases;
-}
 
 class CpuAttention : public ::testing::TestWithParam<VersionCase> {};
 
@@ -35,12 +22,8 @@ TEST_P(CpuAttention, MatchesFloat64Oracle) {
   EXPECT_TRUE(testing::attention_matches_oracle(c.version->run, c.version->precision, c.shape));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ch01, CpuAttention, ::testing::ValuesIn(cpu_version_cases()),
-                         [](const ::testing::TestParamInfo<VersionCase>& info) {
-                           std::string name = info.param.version->name + "_" + info.param.shape.name();
-                           for (char& ch : name) if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Ch01, CpuAttention, ::testing::ValuesIn(testing::version_cases(Backend::cpu, 1)),
+                         testing::version_case_name);
 
 // ---- hand-computed cases -----------------------------------------------------------------
 

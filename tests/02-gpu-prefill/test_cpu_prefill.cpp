@@ -15,33 +15,7 @@ namespace inferlab {
 namespace {
 
 using testing::AttentionCase;
-
-struct VersionCase {
-  const AttentionVersion* version;
-  AttentionCase shape;
-};
-
-// "cpu/blocked h8_kv2_L33_d80_causal" in failure messages instead of the struct's bytes.
-void PrintTo(const VersionCase& c, std::ostream* out) {
-  *out << c.version->name << " " << c.shape.name();
-}
-
-// "cpu_blocked_h8_kv2_L33_d80_causal": the gtest parameter name.
-std::string version_case_name(const ::testing::TestParamInfo<VersionCase>& info) {
-  std::string name = info.param.version->name + "_" + info.param.shape.name();
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name;
-}
-
-std::vector<VersionCase> chapter02_cpu_cases() {
-  std::vector<VersionCase> cases;
-  for (const AttentionVersion& version : attention_versions()) {
-    if (version.backend != Backend::cpu || version.chapter != 2) continue;
-    for (const AttentionCase& shape : testing::odd_attention_cases()) cases.push_back({&version, shape});
-  }
-  return cases;
-}
+using testing::VersionCase;
 
 class Ch02CpuAttention : public ::testing::TestWithParam<VersionCase> {};
 
@@ -50,7 +24,8 @@ TEST_P(Ch02CpuAttention, MatchesFloat64Oracle) {
   EXPECT_TRUE(testing::attention_matches_oracle(c.version->run, c.version->precision, c.shape));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ch02, Ch02CpuAttention, ::testing::ValuesIn(chapter02_cpu_cases()), version_case_name);
+INSTANTIATE_TEST_SUITE_P(Ch02, Ch02CpuAttention, ::testing::ValuesIn(testing::version_cases(Backend::cpu, 2)),
+                         testing::version_case_name);
 
 // Shapes the blocking itself makes interesting: seq_len just around the block and tile sizes
 // (the S block holds up to 96 query rows, tiles are 12/6/4 rows × 32/16/2 keys depending on the
@@ -70,7 +45,7 @@ std::vector<VersionCase> chapter02_block_edge_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ch02BlockEdges, Ch02CpuAttention, ::testing::ValuesIn(chapter02_block_edge_cases()),
-                         version_case_name);
+                         testing::version_case_name);
 
 TEST(Ch02Registry, BothCpuVersionsAreRegisteredForChapter2) {
   EXPECT_EQ(find_attention_version("cpu/blocked", Backend::cpu).chapter, 2);

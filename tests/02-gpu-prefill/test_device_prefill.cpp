@@ -15,33 +15,7 @@ namespace inferlab {
 namespace {
 
 using testing::AttentionCase;
-
-struct VersionCase {
-  const AttentionVersion* version;
-  AttentionCase shape;
-};
-
-// Shown by gtest instead of the raw bytes of the parameter.
-void PrintTo(const VersionCase& c, std::ostream* out) {
-  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
-}
-
-std::string case_name(const ::testing::TestParamInfo<VersionCase>& info) {
-  std::string name = info.param.version->name + "_" + std::string(to_string(info.param.version->backend)) + "_" +
-                     info.param.shape.name();
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name;
-}
-
-std::vector<VersionCase> cases_for(Backend backend, int64_t max_seq_len) {
-  std::vector<VersionCase> cases;
-  for (const AttentionVersion& version : attention_versions()) {
-    if (version.backend != backend || version.chapter != 2) continue;
-    for (const AttentionCase& shape : testing::odd_attention_cases(max_seq_len)) cases.push_back({&version, shape});
-  }
-  return cases;
-}
+using testing::VersionCase;
 
 #if defined(INFERLAB_TEST_BACKEND_SIM)
 
@@ -54,7 +28,8 @@ TEST_P(SimPrefill, MatchesFloat64Oracle) {
   EXPECT_TRUE(testing::attention_matches_oracle(c.version->run, c.version->precision, c.shape));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ch02, SimPrefill, ::testing::ValuesIn(cases_for(Backend::sim, 127)), case_name);
+INSTANTIATE_TEST_SUITE_P(Ch02, SimPrefill, ::testing::ValuesIn(testing::version_cases(Backend::sim, 2, 127)),
+                         testing::version_case_name);
 
 // ---- sim: the same launch under forward, reverse and shuffled thread orders ----
 
@@ -75,7 +50,8 @@ TEST_P(SimPrefillSchedules, SameOutputUnderEverySchedule) {
   EXPECT_TRUE(testing::attention_same_under_schedules(c.version->run, c.shape));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ch02, SimPrefillSchedules, ::testing::ValuesIn(schedule_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Ch02, SimPrefillSchedules, ::testing::ValuesIn(schedule_cases()),
+                         testing::version_case_name);
 
 #else
 
@@ -89,7 +65,8 @@ TEST_P(CudaPrefill, MatchesFloat64Oracle) {
   EXPECT_TRUE(testing::attention_matches_oracle(c.version->run, c.version->precision, c.shape));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ch02, CudaPrefill, ::testing::ValuesIn(cases_for(Backend::cuda, 257)), case_name);
+INSTANTIATE_TEST_SUITE_P(Ch02, CudaPrefill, ::testing::ValuesIn(testing::version_cases(Backend::cuda, 2)),
+                         testing::version_case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaPrefill);  // a build without nvcc has no cuda versions
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,21 @@ struct AttentionCase {
 /// 96, 128}, GQA ratio ∈ {1, 2, 4, 8}, causal and not, and extreme-logit cases. @p max_seq_len
 /// drops longer cases (the emulator runs smaller grids).
 std::vector<AttentionCase> odd_attention_cases(int64_t max_seq_len = 257);
+
+/// One registered version on one test shape: the parameter of the chapters' version suites.
+struct VersionCase {
+  const AttentionVersion* version = nullptr;  ///< the version under test
+  AttentionCase shape;                        ///< the shape it runs on
+};
+
+/// Prints "cpu/blocked (cpu) h8_kv2_L33_d80_causal" in gtest messages instead of raw bytes.
+void PrintTo(const VersionCase& c, std::ostream* out);
+
+/// "cpu_blocked_cpu_h8_kv2_L33_d80_causal": a gtest parameter name for @p info's case.
+std::string version_case_name(const ::testing::TestParamInfo<VersionCase>& info);
+
+/// Every version of @p chapter registered on @p backend, crossed with odd_attention_cases(@p max_seq_len).
+std::vector<VersionCase> version_cases(Backend backend, int chapter, int64_t max_seq_len = 257);
 
 /// Runs @p run on fresh random inputs of @p c (output poisoned with NaN first) and compares
 /// with the float64 oracle under attention_tolerance(@p precision, max |logit|). The failure
