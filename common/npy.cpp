@@ -19,6 +19,8 @@ size_t element_size(NpyDType dtype) {
     case NpyDType::f64: return 8;
     case NpyDType::f16: return 2;
     case NpyDType::i8: return 1;
+    case NpyDType::i32: return 4;
+    case NpyDType::i64: return 8;
   }
   return 0;
 }
@@ -29,6 +31,8 @@ std::string_view npy_descr(NpyDType dtype) {
     case NpyDType::f64: return "<f8";
     case NpyDType::f16: return "<f2";
     case NpyDType::i8: return "|i1";
+    case NpyDType::i32: return "<i4";
+    case NpyDType::i64: return "<i8";
   }
   return "?";
 }
@@ -44,8 +48,10 @@ NpyDType parse_descr(const std::filesystem::path& path, const std::string& descr
   if (descr == "<f8") return NpyDType::f64;
   if (descr == "<f2") return NpyDType::f16;
   if (descr == "|i1" || descr == "<i1" || descr == "i1") return NpyDType::i8;
+  if (descr == "<i4") return NpyDType::i32;
+  if (descr == "<i8") return NpyDType::i64;
   if (!descr.empty() && descr[0] == '>') bad_file(path, "descr '" + descr + "' is big-endian; save it little-endian");
-  bad_file(path, "dtype '" + descr + "' is not supported (float32, float64, float16, int8)");
+  bad_file(path, "dtype '" + descr + "' is not supported (float32, float64, float16, int8, int32, int64)");
 }
 
 Shape parse_shape(const std::filesystem::path& path, const std::string& text) {
@@ -163,6 +169,25 @@ Tensor<float> read_npy_float(const std::filesystem::path& path) {
       case NpyDType::f64: tensor[i] = static_cast<float>(load<double>(bytes + 8 * i)); break;
       case NpyDType::f16: tensor[i] = half_bits_to_float(load<uint16_t>(bytes + 2 * i)); break;
       case NpyDType::i8: tensor[i] = static_cast<float>(load<int8_t>(bytes + i)); break;
+      case NpyDType::i32: tensor[i] = static_cast<float>(load<int32_t>(bytes + 4 * i)); break;
+      case NpyDType::i64: tensor[i] = static_cast<float>(load<int64_t>(bytes + 8 * i)); break;
+    }
+  }
+  return tensor;
+}
+
+Tensor<int64_t> read_npy_int64(const std::filesystem::path& path) {
+  const NpyArray array = read_npy(path);
+  Tensor<int64_t> tensor(array.shape);
+  const std::byte* bytes = array.bytes.data();
+  for (int64_t i = 0; i < tensor.size(); ++i) {
+    switch (array.dtype) {
+      case NpyDType::i8: tensor[i] = load<int8_t>(bytes + i); break;
+      case NpyDType::i32: tensor[i] = load<int32_t>(bytes + 4 * i); break;
+      case NpyDType::i64: tensor[i] = load<int64_t>(bytes + 8 * i); break;
+      default:
+        bad_file(path, "dtype '" + std::string(npy_descr(array.dtype)) +
+                           "' is not an integer type (int8, int32, int64 expected)");
     }
   }
   return tensor;
@@ -176,6 +201,12 @@ void write_npy(const std::filesystem::path& path, const Tensor<double>& tensor) 
 }
 void write_npy(const std::filesystem::path& path, const Tensor<int8_t>& tensor) {
   write_npy(path, to_array(NpyDType::i8, tensor.shape(), tensor.data(), size_t(tensor.size())));
+}
+void write_npy(const std::filesystem::path& path, const Tensor<int32_t>& tensor) {
+  write_npy(path, to_array(NpyDType::i32, tensor.shape(), tensor.data(), size_t(tensor.size())));
+}
+void write_npy(const std::filesystem::path& path, const Tensor<int64_t>& tensor) {
+  write_npy(path, to_array(NpyDType::i64, tensor.shape(), tensor.data(), size_t(tensor.size())));
 }
 void write_npy_f16(const std::filesystem::path& path, const Shape& shape, const std::vector<uint16_t>& values) {
   require(static_cast<int64_t>(values.size()) == element_count(shape), "values.size()", values.size(),

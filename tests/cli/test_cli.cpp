@@ -10,8 +10,10 @@
 #include <sstream>
 
 #include "common/compare.h"
+#include "common/half.h"
 #include "common/npy.h"
 #include "kernels/attention/attention.h"
+#include "kernels/decode/decode.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab {
@@ -91,6 +93,84 @@ TEST_F(Cli, QuickTourRunsAndEndsWithTheTable) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Chapter 01"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("% roof"), std::string::npos) << r.output;
+}
+
+// `inferlab decode` (chapter 03): a ragged batch with GQA, caches written as full
+// [batch, num_kv_heads, max_seq_len, head_dim] arrays whose unused tail holds garbage the
+// versions must not read, lengths as int32 and int64; fp32 and float16 files.
+TEST_F(Cli, DecodeOnNpyFilesMatchesTheOracleOnEveryBackendItNames) {
+  testing::SeededRng rng;
+  const int64_t batch = 3, heads = 8, kv_heads = 2, max_seq_len = 21, d = 80;
+  const Tensor<float> q = rng.normal_tensor({batch, heads, d});
+  Tensor<float> k = rng.normal_tensor({batch, kv_heads, max_seq_len, d});
+  Tensor<float> v = rng.normal_tensor({batch, kv_heads, max_seq_len, d});
+  const std::vector<int64_t> lengths{5, 21, 1};
+  for (int64_t b = 0; b < batch; ++b)  // garbage past each length: a version that reads it fails
+    for (int64_t g = 0; g < kv_heads; ++g)
+      for (int64_t i = (b * kv_heads + g) * max_seq_len * d + lengths[size_t(b)] * d;
+           i < (b * kv_heads + g + 1) * max_seq_len * d; ++i)
+        k[i] = v[i] = 1e30f;
+  write_npy(path("q.npy"), q);
+  write_npy(path("k.npy"), k);
+  write_npy(path("v.npy"), v);
+  write_npy(path("lengths32.npy"), Tensor<int32_t>({batch}, std::vector<int32_t>{5, 21, 1}));
+  write_npy(path("lengths64.npy"), Tensor<int64_t>({batch}, lengths));
+  const Tensor<double> expected = decode_reference(q, make_kv_cache(k, v, lengths, KvDtype::fp32));
+  for (const char* choice : {"--version cpu/decode --backend cpu", "--version cpu/decode_simd --backend cpu",
+                             "--version cuda/decode --backend sim"}) {
+    for (const char* lengths_file : {"lengths32.npy", "lengths64.npy"}) {
+      const Result r = run("decode --q " + path("q.npy") + " --k-cache " + path("k.npy") + " --v-cache " +
+                           path("v.npy") + " --lengths " + path(lengths_file) + " " + choice + " --out " + path("o.npy"));
+      ASSERT_EQ(r.exit_code, 0) << choice << "\n" << r.output;
+      EXPECT_NE(r.output.find("fp32 cache"), std::string::npos) << r.output;
+      const Tensor<float> out = read_npy_float(path("o.npy"));
+      const Comparison c = compare_to_oracle(out, expected, tolerance_for(Precision::fp32));
+      EXPECT_TRUE(c.ok) << choice << " " << lengths_file << ": " << c.report();
+      std::filesystem::remove(path("o.npy"));
+    }
+  }
+  // float16 files: an fp16 cache, checked with the fp16 tolerance.
+  auto write_f16 = [&](const std::string& name, const Tensor<float>& x) {
+    std::vector<uint16_t> bits(size_t(x.size()));
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = float_to_half_bits(x[int64_t(i)]);
+    write_npy_f16(path(name), x.shape(), bits);
+  };
+  write_f16("k16.npy", k);
+  write_f16("v16.npy", v);
+  const Result r = run("decode --q " + path("q.npy") + " --k-cache " + path("k16.npy") + " --v-cache " +
+                       path("v16.npy") + " --lengths " + path("lengths32.npy") +
+                       " --version cuda/decode --backend sim --out " + path("o.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("fp16 cache"), std::string::npos) << r.output;
+  const Comparison c = compare_to_oracle(read_npy_float(path("o.npy")), expected, tolerance_for(Precision::fp16));
+  EXPECT_TRUE(c.ok) << c.report();
+}
+
+TEST_F(Cli, DecodeBadInputGivesAClearMessage) {
+  testing::SeededRng rng;
+  write_npy(path("q.npy"), rng.normal_tensor({2, 4, 16}));
+  write_npy(path("k.npy"), rng.normal_tensor({2, 2, 6, 16}));
+  write_npy(path("long.npy"), Tensor<int32_t>({2}, std::vector<int32_t>{3, 7}));
+  write_npy(path("empty.npy"), Tensor<int64_t>({2}, std::vector<int64_t>{3, 0}));
+  write_npy(path("float.npy"), Tensor<float>({2}, 3.0f));
+  const std::string common = "decode --q " + path("q.npy") + " --k-cache " + path("k.npy") + " --v-cache " +
+                             path("k.npy") + " --out " + path("o.npy") + " --lengths ";
+  const Result too_long = run(common + path("long.npy"));
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_NE(too_long.output.find("lengths[1] = 7: must be in [0, max_seq_len = 6]"), std::string::npos)
+      << too_long.output;
+  const Result empty = run(common + path("empty.npy"));
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.output.find("lengths[1] = 0: must be > 0"), std::string::npos) << empty.output;
+  const Result floats = run(common + path("float.npy"));
+  EXPECT_EQ(floats.exit_code, 2);
+  EXPECT_NE(floats.output.find("is not an integer type"), std::string::npos) << floats.output;
+  const Result version = run(common + path("long.npy") + " --version cpu/nope");
+  EXPECT_EQ(version.exit_code, 2);
+  EXPECT_NE(version.output.find("known: cpu/decode (cpu, fp32)"), std::string::npos) << version.output;
+  const Result missing = run("decode --q " + path("q.npy"));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("--k-cache: is required"), std::string::npos) << missing.output;
 }
 
 }  // namespace

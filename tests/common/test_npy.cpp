@@ -91,5 +91,28 @@ TEST(Npy, BadFilesGetClearErrors) {
   std::filesystem::remove(path);
 }
 
+TEST(Npy, Int32AndInt64RoundTripAndReadAsIntegers) {
+  const auto path = temp_file("ints.npy");
+  write_npy(path, Tensor<int32_t>({3}, std::vector<int32_t>{7, -2147483647 - 1, 65537}));
+  EXPECT_EQ(read_npy(path).dtype, NpyDType::i32);
+  EXPECT_EQ(npy_descr(NpyDType::i32), "<i4");
+  EXPECT_EQ(read_npy_int64(path)[1], -2147483648LL);
+  EXPECT_EQ(read_npy_float(path)[2], 65537.0f);
+  write_npy(path, Tensor<int64_t>({2, 1}, std::vector<int64_t>{int64_t(1) << 40, -5}));
+  EXPECT_EQ(read_npy(path).dtype, NpyDType::i64);
+  EXPECT_EQ(read_npy_int64(path).shape(), (Shape{2, 1}));
+  EXPECT_EQ(read_npy_int64(path)[0], int64_t(1) << 40);
+  write_npy(path, Tensor<int8_t>({1}, std::vector<int8_t>{-3}));
+  EXPECT_EQ(read_npy_int64(path)[0], -3);
+  write_npy(path, Tensor<float>({1}, 2.5f));
+  try {
+    read_npy_int64(path);
+    ADD_FAILURE() << "a float32 array was read as integers";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("is not an integer type"), std::string::npos) << error.what();
+  }
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace inferlab

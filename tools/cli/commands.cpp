@@ -8,6 +8,7 @@
 #include "common/npy.h"
 #include "common/roofline.h"
 #include "kernels/attention/registry.h"
+#include "kernels/decode/registry.h"
 #include "tools/cli/args.h"
 
 namespace inferlab::cli {
@@ -116,6 +117,14 @@ int versions(const std::vector<std::string>& argv) {
     std::cout << "  " << std::left << std::setw(18) << v.name << std::setw(6) << to_string(v.backend) << "ch"
               << std::setfill('0') << std::setw(2) << std::right << v.chapter << std::setfill(' ') << "  "
               << to_string(v.precision) << "  " << v.summary
+              << (backend_available(v.backend) ? "" : "  [unavailable: " + backend_unavailable_reason(v.backend) + "]")
+              << "\n";
+  }
+  std::cout << "Decode attention versions (chapter 03; one entry per KV-cache dtype):\n";
+  for (const DecodeVersion& v : decode_versions()) {
+    std::cout << "  " << std::left << std::setw(18) << v.name << std::setw(6) << to_string(v.backend) << "ch"
+              << std::setfill('0') << std::setw(2) << std::right << v.chapter << std::setfill(' ') << "  "
+              << to_string(v.cache_dtype) << "  " << v.summary
               << (backend_available(v.backend) ? "" : "  [unavailable: " + backend_unavailable_reason(v.backend) + "]")
               << "\n";
   }

@@ -13,7 +13,13 @@ int tour(const std::vector<std::string>& args);
 int roofline(const std::vector<std::string>& args);
 /// `inferlab attention --q q.npy --k k.npy --v v.npy [--causal] [--version NAME] [--backend B] --out o.npy`.
 int attention(const std::vector<std::string>& args);
+/// `inferlab decode --q q.npy --k-cache k.npy --v-cache v.npy --lengths lengths.npy [--version NAME]
+/// [--backend B] --out o.npy`: one decode step (chapter 03) on .npy data.
+int decode(const std::vector<std::string>& args);
 /// `inferlab versions`: every registered version and where it runs.
 int versions(const std::vector<std::string>& args);
+/// `inferlab analyze [--model M] [--device D] [--batch B] [--context L] [--prompt P] [--weights W] [--kv K]
+/// [--json] | --list | --audit [--markdown]`: the analytic calculator (runtime/analysis).
+int analyze(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

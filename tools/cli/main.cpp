@@ -16,7 +16,15 @@ const char* kUsage = R"(usage: inferlab <command> [options]
   roofline                  measure this machine's fp32 FMA peak and memory bandwidth (saved as JSON)
   attention --q Q.npy --k K.npy --v V.npy --out O.npy [--causal] [--version NAME] [--backend cpu|sim|cuda]
                             prefill attention on .npy data (Q [heads, L, d]; K, V [kv_heads, L, d])
+  decode --q Q.npy --k-cache K.npy --v-cache V.npy --lengths LENGTHS.npy --out O.npy [--version NAME]
+         [--backend cpu|sim|cuda]
+                            one decode step on .npy data (Q [batch, heads, d]; caches [batch, kv_heads,
+                            max_seq_len, d], float16 files give an fp16 cache; lengths int [batch])
   versions                  list the registered implementations
+  analyze [--model llama-7b] [--device a100-40] [--batch 1] [--context 2048] [--prompt N]
+          [--weights fp16|bf16|fp8|int8|int4] [--kv fp16|bf16|fp8|int8] [--json]
+                            KV-cache size, FLOPs, bytes, AI and time floors of prefill and decode
+  analyze --list | --audit  the built-in models and devices | the source article's figures, audited
   help                      this text
 
 The ./inferlab launcher at the top of the source tree also offers: test, grade, bench, docs.
@@ -29,7 +37,9 @@ int main(int argc, char** argv) {
       {"tour", inferlab::cli::tour},
       {"roofline", inferlab::cli::roofline},
       {"attention", inferlab::cli::attention},
+      {"decode", inferlab::cli::decode},
       {"versions", inferlab::cli::versions},
+      {"analyze", inferlab::cli::analyze},
   };
   if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
     std::cout << kUsage;

@@ -1,0 +1,158 @@
+#include "runtime/analysis/inference_cost.h"
+
+#include <stdexcept>
+
+#include "common/check.h"
+#include "common/cost.h"
+
+namespace inferlab::analysis {
+
+std::string_view to_string(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::fp16:
+      return "fp16";
+    case WeightFormat::bf16:
+      return "bf16";
+    case WeightFormat::fp8:
+      return "fp8";
+    case WeightFormat::int8:
+      return "int8";
+    case WeightFormat::int4:
+      return "int4";
+  }
+  return "?";
+}
+
+std::string_view to_string(KvFormat format) {
+  switch (format) {
+    case KvFormat::fp16:
+      return "fp16";
+    case KvFormat::bf16:
+      return "bf16";
+    case KvFormat::fp8:
+      return "fp8";
+    case KvFormat::int8:
+      return "int8";
+  }
+  return "?";
+}
+
+WeightFormat parse_weight_format(const std::string& name) {
+  for (WeightFormat f :
+       {WeightFormat::fp16, WeightFormat::bf16, WeightFormat::fp8, WeightFormat::int8, WeightFormat::int4}) {
+    if (name == to_string(f)) return f;
+  }
+  throw std::invalid_argument("weights = " + name + ": unknown format (known: fp16, bf16, fp8, int8, int4)");
+}
+
+KvFormat parse_kv_format(const std::string& name) {
+  for (KvFormat f : {KvFormat::fp16, KvFormat::bf16, KvFormat::fp8, KvFormat::int8}) {
+    if (name == to_string(f)) return f;
+  }
+  throw std::invalid_argument("kv = " + name + ": unknown format (known: fp16, bf16, fp8, int8)");
+}
+
+double bytes_per_weight(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::fp16:
+    case WeightFormat::bf16:
+      return 2.0;
+    case WeightFormat::fp8:
+    case WeightFormat::int8:
+      return 1.0;
+    case WeightFormat::int4:
+      return 0.5 + 2.0 / 128.0;  // 4 bits + an fp16 scale per 128 weights
+  }
+  return 2.0;
+}
+
+namespace {
+
+int64_t kv_element_bytes(KvFormat format) {
+  return format == KvFormat::fp16 || format == KvFormat::bf16 ? 2 : 1;
+}
+
+}  // namespace
+
+KvCacheSize kv_cache_size(const ModelShape& model, KvFormat format, int64_t batch, int64_t context) {
+  KvCacheSize size;
+  size.data_bytes_per_token_per_layer = 2 * model.kv_dim() * kv_element_bytes(format);  // K and V
+  size.scale_bytes_per_token_per_layer = format == KvFormat::int8 ? 2 * model.num_kv_heads * 2 : 0;
+  size.bytes_per_token_per_layer = size.data_bytes_per_token_per_layer + size.scale_bytes_per_token_per_layer;
+  size.bytes_per_token = size.bytes_per_token_per_layer * model.num_layers;
+  size.bytes_per_layer = size.bytes_per_token_per_layer * context;
+  size.bytes_per_sequence = size.bytes_per_token * context;
+  size.total_bytes = size.bytes_per_sequence * batch;
+  return size;
+}
+
+WeightBytes weight_bytes(const ModelShape& model, WeightFormat format) {
+  WeightBytes bytes;
+  bytes.quantized = static_cast<double>(model.block_matmul_params()) * bytes_per_weight(format);
+  bytes.kept_16bit = 2.0 * static_cast<double>(model.lm_head_params() + model.norm_params());
+  bytes.streamed = bytes.quantized + bytes.kept_16bit;
+  bytes.held = bytes.streamed + 2.0 * static_cast<double>(model.embedding_params());
+  return bytes;
+}
+
+void Workload::validate() const {
+  model.validate();
+  require_positive("batch", batch);
+  require_positive("context", context);
+  require(prompt >= 0, "prompt", prompt, "must be >= 0 (0: the context length)");
+  require(device.bandwidth_gbs > 0, "device.bandwidth_gbs", device.bandwidth_gbs, "must be > 0");
+  require(device.peak_gflops > 0, "device.peak_gflops", device.peak_gflops, "must be > 0");
+}
+
+double compute_peak_gflops(const DeviceSpec& device, WeightFormat format) {
+  return format == WeightFormat::fp8 && device.fp8_gflops > 0 ? device.fp8_gflops : device.peak_gflops;
+}
+
+Analysis analyze(const Workload& workload) {
+  workload.validate();
+  const ModelShape& m = workload.model;
+  const double batch = static_cast<double>(workload.batch);
+  const double layers = static_cast<double>(m.num_layers);
+  const int64_t prompt = workload.prompt_tokens();
+  const double activation_bytes = 2.0;  // 16-bit Q, K, V, O inside the attention kernels
+
+  Analysis a;
+  a.workload = workload;
+  a.kv = kv_cache_size(m, workload.kv, workload.batch, workload.context);
+  a.weights = weight_bytes(m, workload.weights);
+  const double kv_per_token = static_cast<double>(a.kv.bytes_per_token);
+  const double peak = compute_peak_gflops(workload.device, workload.weights);
+
+  // Prefill: every weight read once; each prompt token's K and V written; a fused causal kernel.
+  StageCost& p = a.prefill;
+  p.peak_gflops = peak;
+  p.bandwidth_gbs = workload.device.bandwidth_gbs;
+  p.tokens = batch * static_cast<double>(prompt);
+  p.linear_flops = 2.0 * static_cast<double>(m.block_matmul_params()) * p.tokens +
+                   2.0 * static_cast<double>(m.lm_head_params()) * batch;  // logits of the last position
+  const AttentionDims prefill_dims{m.num_heads, m.num_kv_heads, prompt, m.head_dim()};
+  const Cost prefill_attention =
+      prefill_attention_cost(prefill_dims, TrafficModel::fused, activation_bytes, FlopConvention::causal_useful);
+  p.attention_flops = prefill_attention.flops * layers * batch;
+  p.attention_bytes = prefill_attention.bytes * layers * batch;
+  p.weight_bytes = a.weights.streamed;
+  p.kv_write_bytes = kv_per_token * p.tokens;
+
+  // One decode step: weights once for the whole batch; every cached token's K and V read.
+  StageCost& d = a.decode;
+  d.peak_gflops = peak;
+  d.bandwidth_gbs = workload.device.bandwidth_gbs;
+  d.tokens = batch;
+  d.linear_flops = 2.0 * static_cast<double>(m.block_matmul_params() + m.lm_head_params()) * batch;
+  const AttentionDims decode_dims{m.num_heads, m.num_kv_heads, workload.context + 1, m.head_dim()};
+  d.attention_flops = decode_attention_cost(decode_dims, activation_bytes).flops * layers * batch;
+  d.weight_bytes = a.weights.streamed;
+  d.kv_read_bytes = kv_per_token * static_cast<double>(workload.context) * batch;
+  d.kv_write_bytes = kv_per_token * batch;
+
+  a.kv_equals_weights_tokens = a.weights.streamed / kv_per_token;
+  a.memory_bytes = a.weights.held + static_cast<double>(a.kv.total_bytes);
+  return a;
+}
+
+}  // namespace inferlab::analysis

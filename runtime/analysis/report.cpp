@@ -1,0 +1,232 @@
+#include "runtime/analysis/report.h"
+
+#include <iomanip>
+#include <sstream>
+
+#include "runtime/analysis/units.h"
+
+namespace inferlab::analysis {
+
+namespace {
+
+// One row of the side-by-side prefill / decode table.
+void row(std::ostream& out, const std::string& label, const std::string& prefill, const std::string& decode) {
+  out << "  " << std::left << std::setw(24) << label << std::setw(30) << prefill << decode << "\n";
+}
+
+std::string percent(double part, double whole) {
+  return whole > 0 ? " (" + format_number(100.0 * part / whole, 3) + "%)" : "";
+}
+
+// Tokens per second: grouped digits when large, 4 significant digits when small.
+std::string rate(double tokens_per_second) {
+  return (tokens_per_second >= 10000 ? format_count(tokens_per_second) : format_number(tokens_per_second)) +
+         " tokens/s";
+}
+
+std::string bound(const StageCost& stage) {
+  return stage.memory_bound() ? "memory-bound" : "compute-bound";
+}
+
+// The decode floor of the same workload with other formats.
+double decode_floor(const Workload& workload, WeightFormat weights, KvFormat kv) {
+  Workload w = workload;
+  w.weights = weights;
+  w.kv = kv;
+  return analyze(w).decode.tokens_per_second();
+}
+
+std::string json_string(const std::string& text) {
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+void json_stage(std::ostream& out, const StageCost& s) {
+  out << "{\"flops\": " << s.flops() << ", \"linear_flops\": " << s.linear_flops
+      << ", \"attention_flops\": " << s.attention_flops << ", \"bytes\": " << s.bytes()
+      << ", \"weight_bytes\": " << s.weight_bytes << ", \"kv_read_bytes\": " << s.kv_read_bytes
+      << ", \"kv_write_bytes\": " << s.kv_write_bytes << ", \"attention_bytes\": " << s.attention_bytes
+      << ", \"arithmetic_intensity\": " << s.arithmetic_intensity() << ", \"ridge_point\": " << s.ridge_point()
+      << ", \"bound\": \"" << (s.memory_bound() ? "memory" : "compute") << "\""
+      << ", \"peak_gflops\": " << s.peak_gflops << ", \"bandwidth_gbs\": " << s.bandwidth_gbs
+      << ", \"compute_seconds\": " << s.compute_seconds() << ", \"memory_seconds\": " << s.memory_seconds()
+      << ", \"seconds\": " << s.seconds() << ", \"tokens\": " << s.tokens
+      << ", \"tokens_per_second\": " << s.tokens_per_second() << "}";
+}
+
+}  // namespace
+
+void print_report(std::ostream& out, const Analysis& a) {
+  const Workload& w = a.workload;
+  const ModelShape& m = w.model;
+  const DeviceSpec& dev = w.device;
+  const int64_t prompt = w.prompt_tokens();
+  out << m.name << " on " << dev.name << ": batch " << w.batch << ", context " << w.context << " (decode), prompt "
+      << prompt << " (prefill), weights " << to_string(w.weights) << ", KV " << to_string(w.kv) << "\n\n";
+
+  out << "Model   " << m.name << ": " << m.describe() << "\n"
+      << "        " << format_number(static_cast<double>(m.total_params()) / 1e9) << " B parameters ("
+      << format_count(static_cast<double>(m.total_params())) << "); weights " << format_si(a.weights.held, "B")
+      << " held, " << format_si(a.weights.streamed, "B") << " read per forward pass\n"
+      << "        (the embedding table, " << format_si(2.0 * static_cast<double>(m.embedding_params()), "B")
+      << ", is a lookup: held, not streamed";
+  if (w.weights != WeightFormat::fp16 && w.weights != WeightFormat::bf16) {
+    out << "; " << to_string(w.weights) << " applies to the blocks' linear layers, "
+        << format_si(a.weights.kept_16bit, "B") << " of LM head and norms stay 16-bit";
+  }
+  out << ")\n";
+  out << "Device  " << dev.name << ": " << format_number(dev.bandwidth_gbs) << " GB/s, "
+      << format_si(dev.peak_gflops * 1e9, "FLOP/s") << " " << dev.peak_note;
+  if (dev.fp8_gflops > 0) out << ", FP8 " << format_si(dev.fp8_gflops * 1e9, "FLOP/s");
+  out << "\n        ridge point " << format_number(dev.ridge_point()) << " FLOP/byte";
+  if (dev.memory_gb > 0) out << "; " << format_number(dev.memory_gb, 3) << " GB memory";
+  out << " (" << dev.source << ")\n";
+  if (dev.measured) {
+    out << "        this machine is a CPU: its peak is fp32 FMA; 16-bit and quantized formats still count "
+           "their own bytes\n";
+  }
+
+  out << "\nKV cache (" << to_string(w.kv) << ")\n";
+  std::ostringstream per_token;
+  per_token << "2 (K, V) x " << m.num_kv_heads << " KV heads x " << m.head_dim() << " x "
+            << (w.kv == KvFormat::fp16 || w.kv == KvFormat::bf16 ? 2 : 1) << " B";
+  if (a.kv.scale_bytes_per_token_per_layer > 0) {
+    per_token << " + " << a.kv.scale_bytes_per_token_per_layer << " B of fp16 scales (per token per KV head, K and V)";
+  }
+  const auto kv_row = [&out](const std::string& label, double bytes, const std::string& note) {
+    out << "  " << std::left << std::setw(30) << label;
+    if (note.empty()) {
+      out << format_binary_bytes(bytes) << "\n";
+    } else {
+      out << std::setw(12) << format_binary_bytes(bytes) << note << "\n";
+    }
+  };
+  kv_row("per token per layer", static_cast<double>(a.kv.bytes_per_token_per_layer), per_token.str());
+  kv_row("per token, " + std::to_string(m.num_layers) + " layers", static_cast<double>(a.kv.bytes_per_token), "");
+  kv_row("one layer, " + std::to_string(w.context) + " tokens", static_cast<double>(a.kv.bytes_per_layer), "");
+  kv_row("one sequence, " + std::to_string(w.context) + " tokens", static_cast<double>(a.kv.bytes_per_sequence), "");
+  kv_row("batch " + std::to_string(w.batch) + " x " + std::to_string(w.context) + " tokens",
+         static_cast<double>(a.kv.total_bytes), "= " + format_si(static_cast<double>(a.kv.total_bytes), "B"));
+  out << "  memory: " << format_si(a.weights.held, "B") << " weights + "
+      << format_si(static_cast<double>(a.kv.total_bytes), "B") << " KV = " << format_si(a.memory_bytes, "B");
+  if (dev.memory_gb > 0) {
+    out << (a.memory_bytes <= dev.memory_gb * 1e9 ? " (fits in " : " (does NOT fit in ")
+        << format_number(dev.memory_gb, 3) << " GB)";
+  }
+  out << "\n\n";
+
+  const StageCost& p = a.prefill;
+  const StageCost& d = a.decode;
+  row(out, "", "Prefill", "Decode step");
+  row(out, "", std::to_string(w.batch) + " x " + std::to_string(prompt) + " prompt tokens",
+      std::to_string(w.batch) + " x 1 token, " + std::to_string(w.context) + " cached");
+  row(out, "FLOPs", format_si(p.flops(), "FLOP"), format_si(d.flops(), "FLOP"));
+  row(out, "  linear (weights)", format_si(p.linear_flops, "FLOP"), format_si(d.linear_flops, "FLOP"));
+  row(out, "  attention", format_si(p.attention_flops, "FLOP") + " (causal)", format_si(d.attention_flops, "FLOP"));
+  row(out, "bytes", format_si(p.bytes(), "B"), format_si(d.bytes(), "B"));
+  row(out, "  weights", format_si(p.weight_bytes, "B") + percent(p.weight_bytes, p.bytes()),
+      format_si(d.weight_bytes, "B") + percent(d.weight_bytes, d.bytes()));
+  row(out, "  KV read", "-", format_si(d.kv_read_bytes, "B") + percent(d.kv_read_bytes, d.bytes()));
+  row(out, "  KV written", format_si(p.kv_write_bytes, "B"), format_si(d.kv_write_bytes, "B"));
+  row(out, "  attention Q,K,V,O", format_si(p.attention_bytes, "B") + " (fused)", "-");
+  row(out, "AI (FLOP/byte)", format_number(p.arithmetic_intensity()), format_number(d.arithmetic_intensity()));
+  row(out, "ridge point", format_number(p.ridge_point()), format_number(d.ridge_point()));
+  row(out, "bound", bound(p), bound(d));
+  row(out, "FLOPs / peak", format_seconds(p.compute_seconds()), format_seconds(d.compute_seconds()));
+  row(out, "bytes / bandwidth", format_seconds(p.memory_seconds()), format_seconds(d.memory_seconds()));
+  row(out, "time floor", format_seconds(p.seconds()), format_seconds(d.seconds()));
+  row(out, "throughput ceiling", rate(p.tokens_per_second()), rate(d.tokens_per_second()));
+  if (w.batch > 1) {
+    const double batch = static_cast<double>(w.batch);
+    row(out, "  per sequence", rate(p.tokens_per_second() / batch), rate(d.tokens_per_second() / batch));
+  }
+
+  const double cached = static_cast<double>(w.batch * w.context);
+  out << "\nDecode reads as many KV bytes as weight bytes at batch x context = "
+      << format_count(a.kv_equals_weights_tokens) << " cached tokens (here " << format_count(cached) << ": the "
+      << (cached < a.kv_equals_weights_tokens ? "weights" : "KV cache") << " dominate"
+      << (cached < a.kv_equals_weights_tokens ? "" : "s") << ").\n";
+  const double base = d.tokens_per_second();
+  out << "Decode floor with other formats (same batch and context):\n";
+  const auto what_if = [&](const std::string& label, WeightFormat weights, KvFormat kv) {
+    const double floor = decode_floor(w, weights, kv);
+    out << "  " << std::left << std::setw(30) << label << std::setw(20) << rate(floor) << "x"
+        << format_number(floor / base, 3) << "\n";
+  };
+  what_if("as given", w.weights, w.kv);
+  what_if("int8 weights", WeightFormat::int8, w.kv);
+  what_if("int8 KV", w.weights, KvFormat::int8);
+  what_if("int8 weights + int8 KV", WeightFormat::int8, KvFormat::int8);
+  what_if("int4 weights + int8 KV", WeightFormat::int4, KvFormat::int8);
+  out << "Floors assume peak ceilings and perfect overlap of compute and memory; good kernels reach 60-90%.\n";
+}
+
+std::string to_json(const Analysis& a) {
+  const Workload& w = a.workload;
+  const ModelShape& m = w.model;
+  const DeviceSpec& dev = w.device;
+  std::ostringstream out;
+  out << std::setprecision(12);
+  out << "{\"model\": {\"name\": " << json_string(m.name) << ", \"key\": " << json_string(m.key)
+      << ", \"hidden_size\": " << m.hidden_size << ", \"num_layers\": " << m.num_layers
+      << ", \"num_heads\": " << m.num_heads << ", \"num_kv_heads\": " << m.num_kv_heads
+      << ", \"head_dim\": " << m.head_dim() << ", \"ffn_size\": " << m.ffn_size << ", \"vocab_size\": " << m.vocab_size
+      << ", \"params\": " << m.total_params() << ", \"streamed_params\": " << m.streamed_params() << "},\n";
+  out << " \"device\": {\"name\": " << json_string(dev.name) << ", \"key\": " << json_string(dev.key)
+      << ", \"bandwidth_gbs\": " << dev.bandwidth_gbs << ", \"peak_gflops\": " << dev.peak_gflops
+      << ", \"fp8_gflops\": " << dev.fp8_gflops << ", \"memory_gb\": " << dev.memory_gb
+      << ", \"ridge_point\": " << dev.ridge_point() << ", \"peak_note\": " << json_string(dev.peak_note)
+      << ", \"source\": " << json_string(dev.source) << ", \"measured\": " << (dev.measured ? "true" : "false")
+      << "},\n";
+  out << " \"workload\": {\"batch\": " << w.batch << ", \"context\": " << w.context
+      << ", \"prompt\": " << w.prompt_tokens() << ", \"weights\": \"" << to_string(w.weights) << "\", \"kv\": \""
+      << to_string(w.kv) << "\"},\n";
+  out << " \"weights\": {\"held_bytes\": " << a.weights.held << ", \"streamed_bytes\": " << a.weights.streamed
+      << ", \"quantized_bytes\": " << a.weights.quantized << ", \"kept_16bit_bytes\": " << a.weights.kept_16bit
+      << "},\n";
+  out << " \"kv_cache\": {\"bytes_per_token_per_layer\": " << a.kv.bytes_per_token_per_layer
+      << ", \"scale_bytes_per_token_per_layer\": " << a.kv.scale_bytes_per_token_per_layer
+      << ", \"bytes_per_token\": " << a.kv.bytes_per_token << ", \"bytes_per_layer\": " << a.kv.bytes_per_layer
+      << ", \"bytes_per_sequence\": " << a.kv.bytes_per_sequence << ", \"total_bytes\": " << a.kv.total_bytes << "},\n";
+  out << " \"prefill\": ";
+  json_stage(out, a.prefill);
+  out << ",\n \"decode\": ";
+  json_stage(out, a.decode);
+  out << ",\n \"kv_equals_weights_tokens\": " << a.kv_equals_weights_tokens << ", \"memory_bytes\": " << a.memory_bytes
+      << "}\n";
+  return out.str();
+}
+
+void print_catalog(std::ostream& out) {
+  out << "Models (--model; or a custom shape: --hidden --layers --heads [--kv-heads] [--ffn] [--vocab])\n";
+  out << "  " << std::left << std::setw(13) << "key" << std::setw(14) << "parameters" << std::setw(16)
+      << "KV/token/layer"
+      << "shape\n";
+  for (const ModelShape& m : builtin_models()) {
+    const KvCacheSize kv = kv_cache_size(m, KvFormat::fp16, 1, 1);
+    out << "  " << std::left << std::setw(13) << m.key << std::setw(14)
+        << (format_number(static_cast<double>(m.total_params()) / 1e9) + " B") << std::setw(16)
+        << format_binary_bytes(static_cast<double>(kv.bytes_per_token_per_layer)) << m.describe() << "\n";
+  }
+  out << "\nDevices (--device; dense peaks, no sparsity)\n";
+  out << "  " << std::left << std::setw(10) << "key" << std::setw(16) << "name" << std::setw(12) << "GB/s"
+      << std::setw(16) << "16-bit FLOP/s" << std::setw(16) << "FP8 FLOP/s" << std::setw(8) << "ridge"
+      << "memory\n";
+  for (const DeviceSpec& dev : builtin_devices()) {
+    out << "  " << std::left << std::setw(10) << dev.key << std::setw(16) << dev.name << std::setw(12)
+        << format_number(dev.bandwidth_gbs) << std::setw(16) << format_si(dev.peak_gflops * 1e9, "FLOP/s")
+        << std::setw(16) << (dev.fp8_gflops > 0 ? format_si(dev.fp8_gflops * 1e9, "FLOP/s") : "-") << std::setw(8)
+        << format_number(dev.ridge_point(), 3) << format_number(dev.memory_gb, 3) << " GB\n";
+  }
+  out << "  " << std::left << std::setw(10) << "this"
+      << "this machine: fp32 FMA peak and triad bandwidth of the CPU, from `inferlab roofline`\n";
+  out << "16-bit peaks are FP16/BF16 tensor math with fp32 accumulation (RTX 4090: 330.3 with fp16 accumulate).\n"
+         "\nFormats: --weights fp16|bf16|fp8|int8|int4   --kv fp16|bf16|fp8|int8\n";
+}
+
+}  // namespace inferlab::analysis

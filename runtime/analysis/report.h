@@ -1,0 +1,25 @@
+#pragma once
+/// @file report.h
+/// What `inferlab analyze` prints: a readable report of an Analysis, the same as JSON, and the
+/// list of built-in models and devices.
+
+#include <ostream>
+#include <string>
+
+#include "runtime/analysis/inference_cost.h"
+
+namespace inferlab::analysis {
+
+/// Writes the readable report of @p analysis: the model and device, the KV cache, the prefill and
+/// the decode step (FLOPs, bytes split into weights and KV, AI against the ridge point, the bound
+/// and the time and throughput floors), the KV-equals-weights crossover, and what int8 weights
+/// or an int8 KV cache would buy for the same workload.
+void print_report(std::ostream& out, const Analysis& analysis);
+
+/// The report as one JSON object (numbers in bytes, FLOPs, seconds and tokens/s; no units).
+std::string to_json(const Analysis& analysis);
+
+/// Writes the built-in models (shape, parameters, KV per token) and devices (ceilings, ridge).
+void print_catalog(std::ostream& out);
+
+}  // namespace inferlab::analysis

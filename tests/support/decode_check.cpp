@@ -1,0 +1,302 @@
+#include "tests/support/decode_check.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "common/compare.h"
+#include "kernels/attention/attention.h"
+#include "tests/support/schedules.h"
+#include "tests/support/seeded.h"
+
+namespace inferlab::testing {
+
+int64_t DecodeCase::max_seq_len() const {
+  return *std::max_element(lengths.begin(), lengths.end()) + capacity_slack;
+}
+
+std::string DecodeCase::name() const {
+  std::ostringstream out;
+  out << "b" << lengths.size() << "_L";
+  for (size_t b = 0; b < lengths.size(); ++b) out << (b ? "-" : "") << lengths[b];
+  out << "_steps" << steps << "_h" << num_heads << "_kv" << num_kv_heads << "_d" << head_dim;
+  if (capacity_slack == 0) out << "_full";
+  if (logit_scale != 1.0f) out << "_logits_x" << static_cast<int>(logit_scale);
+  return out.str();
+}
+
+std::vector<DecodeCase> odd_decode_cases(int64_t max_length) {
+  // {final lengths, steps, heads, kv heads, head_dim, slack, logit scale}
+  const std::vector<DecodeCase> all = {
+      {{1}, 1, 1, 1, 64},                 // seq_len 1: decode the first token
+      {{5}, 5, 2, 1, 80},                 // from t = 0 (no prompt) to t = 4, GQA 2
+      {{2, 31, 9}, 2, 4, 4, 96},          // ragged, no GQA
+      {{33, 1, 17}, 1, 8, 2, 128},        // ragged, GQA 4, one sequence of length 1
+      {{31, 33}, 3, 8, 1, 64, 0},         // GQA 8; the longest sequence fills its cache
+      {{7, 3, 12, 5}, 3, 6, 3, 80},       // batch 4, GQA 2, d 80
+      {{127, 64}, 2, 2, 2, 128},          // longer rows
+      {{129, 40, 77}, 1, 4, 1, 96},       // GQA 4, d 96
+      {{19, 23}, 4, 4, 2, 64, 3, 40.0f},  // extreme logits: exp() without the max overflows
+      {{11}, 2, 8, 8, 128, 3, 400.0f},
+  };
+  std::vector<DecodeCase> cases;
+  for (const DecodeCase& c : all)
+    if (*std::max_element(c.lengths.begin(), c.lengths.end()) <= max_length) cases.push_back(c);
+  return cases;
+}
+
+void PrintTo(const DecodeVersionCase& c, std::ostream* out) {
+  *out << c.version->name << " (" << to_string(c.version->backend) << ", " << to_string(c.version->cache_dtype) << ") "
+       << c.shape.name();
+}
+
+std::string decode_version_case_name(const ::testing::TestParamInfo<DecodeVersionCase>& info) {
+  const DecodeVersion& v = *info.param.version;
+  std::string name = v.name + "_" + std::string(to_string(v.backend)) + "_" + std::string(to_string(v.cache_dtype)) +
+                     "_" + info.param.shape.name();
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+std::vector<DecodeVersionCase> decode_version_cases(Backend backend, int64_t max_length) {
+  std::vector<DecodeVersionCase> cases;
+  for (const DecodeVersion& version : decode_versions()) {
+    if (version.backend != backend || version.chapter != 3) continue;
+    for (const DecodeCase& shape : odd_decode_cases(max_length)) cases.push_back({&version, shape});
+  }
+  return cases;
+}
+
+namespace {
+
+// The data of one case: per sequence Q [H, T, d], K and V [KV, T, d] over its whole length.
+struct Sequences {
+  std::vector<Tensor<float>> q, k, v;
+};
+
+Sequences random_sequences(Rng& rng, const DecodeCase& c) {
+  Sequences s;
+  for (int64_t T : c.lengths) {
+    s.q.push_back(rng.normal_tensor({c.num_heads, T, c.head_dim}, 0.0f, c.logit_scale));
+    s.k.push_back(rng.normal_tensor({c.num_kv_heads, T, c.head_dim}));
+    s.v.push_back(rng.normal_tensor({c.num_kv_heads, T, c.head_dim}));
+  }
+  return s;
+}
+
+// Tokens [0, count) of a [heads, T, d] tensor.
+Tensor<float> first_tokens(const Tensor<float>& x, int64_t count) {
+  const int64_t heads = x.dim(0), T = x.dim(1), d = x.dim(2);
+  Tensor<float> out({heads, count, d});
+  for (int64_t h = 0; h < heads; ++h) std::copy_n(x.data() + h * T * d, count * d, out.data() + h * count * d);
+  return out;
+}
+
+// Token @p t of every sequence: [batch, heads, d] from per-sequence [heads, T_b, d] tensors.
+Tensor<float> token_of_each(const std::vector<Tensor<float>>& per_sequence, const std::vector<int64_t>& t) {
+  const int64_t batch = int64_t(per_sequence.size()), heads = per_sequence[0].dim(0), d = per_sequence[0].dim(2);
+  Tensor<float> out({batch, heads, d});
+  for (int64_t b = 0; b < batch; ++b) {
+    const Tensor<float>& x = per_sequence[size_t(b)];
+    const int64_t T = x.dim(1);
+    for (int64_t h = 0; h < heads; ++h)
+      std::copy_n(x.data() + (h * T + t[size_t(b)]) * d, d, out.data() + (b * heads + h) * d);
+  }
+  return out;
+}
+
+double max_abs_logit(const Sequences& s, const DecodeCase& c) {
+  double max_logit = 0.0;
+  const double scale = 1.0 / std::sqrt(double(c.head_dim));
+  const int64_t group = c.num_heads / c.num_kv_heads, d = c.head_dim;
+  for (size_t b = 0; b < s.q.size(); ++b) {
+    const int64_t T = c.lengths[b];
+    for (int64_t h = 0; h < c.num_heads; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0.0;
+          for (int64_t x = 0; x < d; ++x)
+            dot += double(s.q[b][(h * T + i) * d + x]) * s.k[b][((h / group) * T + j) * d + x];
+          max_logit = std::max(max_logit, std::abs(dot * scale));
+        }
+  }
+  return max_logit;
+}
+
+KvCache empty_cache(const DecodeCase& c, KvDtype dtype) {
+  return KvCache({int64_t(c.lengths.size()), c.num_kv_heads, c.max_seq_len(), c.head_dim}, dtype);
+}
+
+std::string positions(const std::vector<int64_t>& t) {
+  std::string text = "t = [";
+  for (size_t b = 0; b < t.size(); ++b) text += (b ? ", " : "") + std::to_string(t[b]);
+  return text + "]";
+}
+
+// The bytes of K then V (padded to whole floats), as a tensor the schedule check can compare.
+Tensor<float> cache_bytes(const KvCache& cache) {
+  const size_t bytes = cache.bytes_per_tensor();
+  const int64_t words = int64_t((2 * bytes + 3) / 4);
+  Tensor<float> out({words}, 0.0f);
+  std::memcpy(reinterpret_cast<unsigned char*>(out.data()), cache.k_bytes(), bytes);
+  std::memcpy(reinterpret_cast<unsigned char*>(out.data()) + bytes, cache.v_bytes(), bytes);
+  return out;
+}
+
+}  // namespace
+
+::testing::AssertionResult decode_steps_match_prefill(const DecodeFn& decode, KvDtype dtype, const KvAppendFn& append,
+                                                      const DecodeCase& c) {
+  const int64_t shortest = *std::min_element(c.lengths.begin(), c.lengths.end());
+  if (c.steps < 1 || c.steps > shortest)
+    return ::testing::AssertionFailure() << c.name() << ": steps must be in [1, shortest length]";
+  SeededRng rng;
+  const Sequences s = random_sequences(rng, c);
+  const int64_t batch = int64_t(c.lengths.size()), d = c.head_dim;
+  const Tolerance tolerance = attention_tolerance(precision_of(dtype), max_abs_logit(s, c));
+
+  // The chapter-02 oracle: a causal prefill over each whole sequence. Its row t depends on
+  // tokens 0..t only, so it is the prefill over the first t+1 tokens.
+  std::vector<Tensor<double>> prefill;
+  for (int64_t b = 0; b < batch; ++b)
+    prefill.push_back(attention_reference(s.q[size_t(b)], s.k[size_t(b)], s.v[size_t(b)], true));
+
+  KvCache cache = empty_cache(c, dtype);
+  std::vector<int64_t> t(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    t[size_t(b)] = c.lengths[size_t(b)] - c.steps;  // the prompt: tokens before the first step
+    if (t[size_t(b)] > 0)
+      cache.prefill(b, first_tokens(s.k[size_t(b)], t[size_t(b)]), first_tokens(s.v[size_t(b)], t[size_t(b)]));
+  }
+
+  for (int64_t step = 0; step < c.steps; ++step) {
+    const std::string where = c.name() + " (" + std::string(to_string(dtype)) + " cache), step " +
+                              std::to_string(step) + " of " + std::to_string(c.steps) + ", " + positions(t);
+    try {
+      append(cache, token_of_each(s.k, t), token_of_each(s.v, t));
+    } catch (const std::exception& error) {
+      return ::testing::AssertionFailure()
+             << where << ": append threw " << error.what() << " (seed " << rng.seed() << ")";
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      if (cache.length(b) != t[size_t(b)] + 1)
+        return ::testing::AssertionFailure() << where << ": after the append lengths[" << b << "] = " << cache.length(b)
+                                             << ", expected " << t[size_t(b)] + 1;
+    }
+    const Tensor<float> q = token_of_each(s.q, t);
+    Tensor<float> out(q.shape());
+    out.poison();
+    try {
+      decode(q, cache, out);
+    } catch (const std::exception& error) {
+      return ::testing::AssertionFailure()
+             << where << ": decode threw " << error.what() << " (seed " << rng.seed() << ")";
+    }
+    if (out.shape() != q.shape())
+      return ::testing::AssertionFailure() << where << ": the output's shape changed to " << to_string(out.shape());
+    Tensor<double> expected(q.shape());
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t T = c.lengths[size_t(b)];
+      for (int64_t h = 0; h < c.num_heads; ++h)
+        std::copy_n(prefill[size_t(b)].data() + (h * T + t[size_t(b)]) * d, d,
+                    expected.data() + (b * c.num_heads + h) * d);
+    }
+    const Comparison comparison = compare_to_oracle(out, expected, tolerance);
+    if (!comparison.ok) {
+      return ::testing::AssertionFailure()
+             << where << ": out [batch, num_heads, head_dim] is not row t of the causal "
+             << "prefill over tokens 0..t:\n"
+             << comparison.report() << "\n  seed " << rng.seed() << " (rerun with INFERLAB_SEED=" << rng.seed() << ")";
+    }
+    for (int64_t& position : t) ++position;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult decode_same_under_schedules(const DecodeFn& decode, KvDtype dtype, const DecodeCase& c) {
+  SeededRng rng;
+  const Sequences s = random_sequences(rng, c);
+  KvCache cache = empty_cache(c, dtype);
+  std::vector<int64_t> last(c.lengths.size());
+  for (size_t b = 0; b < c.lengths.size(); ++b) {
+    cache.prefill(int64_t(b), s.k[b], s.v[b]);
+    last[b] = c.lengths[b] - 1;
+  }
+  const Tensor<float> q = token_of_each(s.q, last);
+  const ::testing::AssertionResult same =
+      host_same_under_schedules([&](Tensor<float>& out) { decode(q, cache, out); }, q.shape());
+  if (!same)
+    return ::testing::AssertionFailure() << c.name() << ": " << same.message() << " (seed " << rng.seed() << ")";
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult append_matches_reference(const KvAppendFn& append, KvDtype dtype, const DecodeCase& c,
+                                                    bool check_schedules) {
+  SeededRng rng;
+  const Sequences s = random_sequences(rng, c);
+  KvCache before = empty_cache(c, dtype);
+  std::vector<int64_t> t(c.lengths.size());
+  for (size_t b = 0; b < c.lengths.size(); ++b) {
+    t[b] = c.lengths[b] - 1;
+    if (t[b] > 0) before.prefill(int64_t(b), first_tokens(s.k[b], t[b]), first_tokens(s.v[b], t[b]));
+  }
+  const Tensor<float> k_new = token_of_each(s.k, t), v_new = token_of_each(s.v, t);
+  KvCache expected = before;
+  expected.append(k_new, v_new);
+
+  KvCache cache = before;
+  try {
+    append(cache, k_new, v_new);
+  } catch (const std::exception& error) {
+    return ::testing::AssertionFailure() << c.name() << ": append threw " << error.what();
+  }
+  if (cache.lengths() != expected.lengths())
+    return ::testing::AssertionFailure() << c.name() << ": the lengths after the append are not lengths + 1";
+  const Tensor<float> got = cache_bytes(cache), want = cache_bytes(expected);
+  for (int64_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], 4) != 0) {
+      return ::testing::AssertionFailure()
+             << c.name() << " (" << to_string(dtype) << "): cache byte " << 4 * i
+             << " (of K then V) differs from the CPU append's (seed " << rng.seed() << ")";
+    }
+  }
+  if (check_schedules) {
+    const ::testing::AssertionResult same = host_same_under_schedules(
+        [&](Tensor<float>& out) {
+          KvCache copy = before;
+          append(copy, k_new, v_new);
+          out = cache_bytes(copy);
+        },
+        want.shape());
+    if (!same) return ::testing::AssertionFailure() << c.name() << ": " << same.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult append_rejects_full_sequence(const KvAppendFn& append, KvDtype dtype) {
+  SeededRng rng;
+  KvCache cache({3, 2, 4, 16}, dtype);
+  cache.prefill(0, rng.normal_tensor({2, 2, 16}), rng.normal_tensor({2, 2, 16}));
+  cache.prefill(1, rng.normal_tensor({2, 4, 16}), rng.normal_tensor({2, 4, 16}));  // full
+  const KvCache before = cache;
+  try {
+    append(cache, rng.normal_tensor({3, 2, 16}), rng.normal_tensor({3, 2, 16}));
+    return ::testing::AssertionFailure() << "appending to a full sequence did not throw";
+  } catch (const std::invalid_argument& error) {
+    const std::string message = error.what();
+    if (message.find("lengths[1]") == std::string::npos || message.find("is full") == std::string::npos)
+      return ::testing::AssertionFailure() << "the error does not name the full sequence: " << message;
+  } catch (const std::exception& error) {
+    return ::testing::AssertionFailure() << "threw something other than std::invalid_argument: " << error.what();
+  }
+  if (cache.lengths() != before.lengths()) return ::testing::AssertionFailure() << "a failed append changed lengths";
+  const Tensor<float> got = cache_bytes(cache), want = cache_bytes(before);
+  if (std::memcmp(got.data(), want.data(), size_t(got.size()) * 4) != 0)
+    return ::testing::AssertionFailure() << "a failed append changed the cache's bytes";
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace inferlab::testing
