@@ -21,7 +21,7 @@ Args::Args(const std::vector<std::string>& argv, std::set<std::string> flags) {
     if (const auto eq = name.find('='); eq != std::string::npos) {
       values_[name.substr(0, eq)] = name.substr(eq + 1);
     } else if (flags.count(name)) {
-      values_[name] = "1";
+      values_[name] = std::string(1, '1');  // (not = "1": GCC 12 warns falsely, -Wrestrict)
     } else {
       if (i + 1 >= argv.size()) throw std::invalid_argument("option --" + name + ": needs a value");
       values_[name] = argv[++i];
