@@ -1,6 +1,6 @@
 #pragma once
 /// @file bench_counters.h
-/// What every prefill attention benchmark does around its timer, in one place: time each call
+/// What every attention benchmark (prefill and decode) does around its timer, in one place: time each call
 /// with our own wall clock (Google Benchmark's rate counters are divided by its time after the
 /// fact, so a "% of roofline" built from them would be wrong), set the counters the lessons and
 /// tools/plot_roofline.py read, record the roofline the percentages refer to, and print a table.
@@ -17,6 +17,17 @@
 ///   best_GFLOP/s, best_peak_pct   the same from the fastest single call: on a shared, noisy
 ///                   machine the fastest call is the most repeatable estimate of what the code
 ///                   can do; the mean (the columns above) is what a user waits for
+///
+/// Counters set by set_decode_counters() (one decode step, chapter 03):
+///   FLOPs, bytes, AI  decode_step_cost(): 4·L·d FLOPs per query head; K and V of every cached
+///                   token plus q and out, at the cache's bytes per element
+///   GFLOP/s, GB/s   FLOPs and bytes divided by the mean time of one call
+///   read_pct        GB/s as % of the measured read bandwidth (a decode step only reads, bar
+///                   the tiny output; GPU rows: of the device-to-device copy bandwidth)
+///   roof_GFLOP/s, roof_pct   min(peak, AI × read bandwidth) and GFLOP/s as % of it
+///   best_GB/s, best_read_pct the same from the fastest call
+///   cache_MiB, llc_MiB, cache_x_llc   K + V bytes of the cache, the last-level cache as the OS
+///                   reports it, and their ratio: > 1 means a step streams from DRAM
 /// The timed calls run with the benchmark's UseManualTime(), so its Time column is the same
 /// clock the rates use. "Peak" and "triad bandwidth" are the CPU's (roofline.json) unless the
 /// caller passes another Roofline: GPU benchmarks pass the GPU's measured GEMM rate and
@@ -99,9 +110,42 @@ inline void set_prefill_counters(benchmark::State& state, const AttentionDims& d
   state.counters["best_peak_pct"] = roofline.peak_gflops > 0.0 ? 100.0 * best_gflops / roofline.peak_gflops : 0.0;
 }
 
-/// Records the roofline behind the percentages (and the conventions used) in the benchmark
-/// output's context, so the JSON carries its own reference point.
-inline void add_roofline_context(const std::string& flop_convention) {
+/// Sets the decode counters listed in this file's comment for one step of @p cost
+/// (decode_step_cost()) over a cache of @p cache_bytes (K and V), timed as @p timing. The
+/// percentages refer to @p roofline's read bandwidth: this CPU's by default; a GPU benchmark
+/// passes a Roofline whose read_gbs is the device-to-device copy bandwidth.
+inline void set_decode_counters(benchmark::State& state, const Cost& cost, const CallTiming& timing, double cache_bytes,
+                                const Roofline& roofline = measured_roofline()) {
+  const auto rate = [](double amount, double seconds) { return seconds > 0.0 ? amount / seconds / 1e9 : 0.0; };
+  const auto percent = [](double part, double whole) { return whole > 0.0 ? 100.0 * part / whole : 0.0; };
+  const double gbs = rate(cost.bytes, timing.mean_seconds), best_gbs = rate(cost.bytes, timing.best_seconds);
+  const double gflops = rate(cost.flops, timing.mean_seconds);
+  const double roof = std::min(roofline.peak_gflops, cost.arithmetic_intensity() * roofline.read_gbs);
+  const double llc_mib = static_cast<double>(last_level_cache_bytes()) / 1048576.0;
+  state.counters["FLOPs"] = cost.flops;
+  state.counters["bytes"] = cost.bytes;
+  state.counters["AI"] = cost.arithmetic_intensity();
+  state.counters["GFLOP/s"] = gflops;
+  state.counters["GB/s"] = gbs;
+  state.counters["read_pct"] = percent(gbs, roofline.read_gbs);
+  state.counters["roof_GFLOP/s"] = roof;
+  state.counters["roof_pct"] = percent(gflops, roof);
+  state.counters["best_GB/s"] = best_gbs;
+  state.counters["best_read_pct"] = percent(best_gbs, roofline.read_gbs);
+  state.counters["cache_MiB"] = cache_bytes / 1048576.0;
+  state.counters["llc_MiB"] = llc_mib;
+  state.counters["cache_x_llc"] = cache_bytes / 1048576.0 / llc_mib;
+}
+
+/// The traffic model add_roofline_context() records for prefill benchmarks.
+inline constexpr const char* kPrefillTrafficModel =
+    "bytes/AI: article (Q,K,V,O + L*L scores once); bytes_unfused/AI_unfused: ~4*L*L score elements";
+
+/// Records the roofline behind the percentages (and the conventions used: @p flop_convention,
+/// @p traffic_model) in the benchmark output's context, so the JSON carries its own reference
+/// point.
+inline void add_roofline_context(const std::string& flop_convention,
+                                 const std::string& traffic_model = kPrefillTrafficModel) {
   const Roofline& roofline = measured_roofline();
   const auto number = [](double value) {
     std::ostringstream text;
@@ -117,9 +161,8 @@ inline void add_roofline_context(const std::string& flop_convention) {
   benchmark::AddCustomContext("roofline_triad_gbs", number(roofline.triad_gbs));
   benchmark::AddCustomContext("roofline_ridge_point", number(roofline.ridge_point()));
   benchmark::AddCustomContext("roofline_measured_at", roofline.measured_at);
-  benchmark::AddCustomContext("traffic_model",
-                              "bytes/AI: article (Q,K,V,O + L*L scores once); "
-                              "bytes_unfused/AI_unfused: ~4*L*L score elements");
+  benchmark::AddCustomContext("llc_mib", number(static_cast<double>(last_level_cache_bytes()) / 1048576.0));
+  benchmark::AddCustomContext("traffic_model", traffic_model);
   benchmark::AddCustomContext("flop_convention", flop_convention);
 }
 

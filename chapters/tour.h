@@ -3,9 +3,12 @@
 /// Each chapter's part of `inferlab tour`: a short demonstration on the default backend that
 /// prints what the chapter teaches, measured on this machine.
 
+#include <cstdint>
 #include <ostream>
 
+#include "common/cost.h"
 #include "common/roofline.h"
+#include "kernels/decode/registry.h"
 
 namespace inferlab {
 
@@ -26,9 +29,33 @@ void tour_chapter01(std::ostream& out, const Roofline& roofline, const TourOptio
 /// size with GFLOP/s, % of the measured FMA peak and the speed-up over cpu/naive.
 void tour_chapter02(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
-/// The tour's closing table: prefill measured at several L (cpu/blocked) beside one decode step,
-/// with AI under the article's, the unfused and the fused traffic models, GFLOP/s, % of the roof
-/// and whether each is memory- or compute-bound on this machine.
+/// Chapter 03: the KV cache's size per token, cuda/decode on the SIMT emulator against the
+/// float64 oracle (ragged GQA batch, fp32 and fp16 caches), then one decode step measured with
+/// cpu/decode and cpu/decode_simd on fp32 and fp16 caches well beyond the last-level cache (a
+/// few MiB with @p options.quick), printing MiB, × LLC, AI, ms, GB/s, % of the measured read
+/// bandwidth and GFLOP/s.
+void tour_chapter03(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
+/// One decode step measured by measure_decode().
+struct DecodeMeasurement {
+  Cost cost;                 ///< decode_step_cost(): FLOPs and bytes (K, V of every cached token, q, out)
+  double seconds = 0.0;      ///< the fastest timed call
+  double cache_bytes = 0.0;  ///< K + V bytes of the cache (its capacity)
+  /// Achieved GB/s.
+  double gbs() const { return seconds > 0.0 ? cost.bytes / seconds / 1e9 : 0.0; }
+  /// Achieved GFLOP/s.
+  double gflops() const { return seconds > 0.0 ? cost.flops / seconds / 1e9 : 0.0; }
+};
+
+/// Times @p version on @p cache with random queries for @p num_heads query heads: one untimed
+/// call, then the fastest of 2–10 calls (one with @p quick).
+DecodeMeasurement measure_decode(const DecodeVersion& version, const KvCache& cache, int64_t num_heads, bool quick);
+
+/// The tour's closing table: prefill measured at several L (cpu/blocked) beside one decode step
+/// measured with cpu/decode_simd (fp32 cache, batch sized so the cache is ~4× the last-level
+/// cache, at most 2 GiB; tens of MiB with --quick), with AI under the article's, the unfused and
+/// the fused traffic models, GFLOP/s, % of the roof and whether each is memory- or compute-bound
+/// on this machine.
 void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
 }  // namespace inferlab

@@ -148,12 +148,6 @@ double fma_gflops(const FmaKernel& kernel, double seconds, int& threads_ran) {
   return best;
 }
 
-size_t last_level_cache_bytes() {
-  long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return bytes > 0 ? static_cast<size_t>(bytes) : size_t(32) << 20;
-}
-
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
@@ -235,6 +229,12 @@ double best_pass_seconds(double seconds, Work&& work) {
 }
 
 }  // namespace
+
+size_t last_level_cache_bytes() {
+  long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? static_cast<size_t>(bytes) : size_t(32) << 20;
+}
 
 Roofline measure_roofline(const RooflineOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);

@@ -12,6 +12,7 @@
 ///    would make the loop wait on the add latency instead of on memory);
 ///  - triad: STREAM's a[i] = b[i] + s·c[i], counting 3 arrays (write-allocate not counted).
 
+#include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -48,6 +49,11 @@ struct RooflineOptions {
   double seconds_per_test = 0.5;  ///< time spent per ceiling (best of several passes)
   int threads = 0;                ///< 0: all cores (OpenMP default)
 };
+
+/// The size of this machine's last-level cache in bytes as the OS reports it (L3, else L2, else
+/// 32 MiB). A virtual machine may report its host's whole shared L3. The bandwidth loops, and
+/// the decode benchmark's big points, use working sets several times this size.
+size_t last_level_cache_bytes();
 
 /// Measures this machine's ceilings.
 Roofline measure_roofline(const RooflineOptions& options = {});

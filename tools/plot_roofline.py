@@ -12,7 +12,13 @@ bandwidth roof, the ridge point where they meet, and one point per benchmark run
 
 Without --roofline the script reads build/roofline.json, and if that is missing it uses the
 ceilings the benchmark recorded in its JSON context (roofline_peak_gflops, roofline_triad_gbs).
-Points are grouped into one series per (version label, head dimension d) and annotated with L.
+Points are grouped into one series per (version label, head dimension d, batch) and annotated
+with L. Prefill and decode side by side (chapter 03): pass both JSON files, pick runs with
+--filter, and draw the read-bandwidth roof that decode (which only reads) lives under:
+
+    /usr/bin/python3 tools/plot_roofline.py docs/plots/ch02-bench.json docs/plots/ch03-bench.json \
+        --filter '^prefill/cpu/blocked/.*d:128|^decode_fp(32|16)/cpu/decode_simd/.*batch:16' \
+        --read-roof --out docs/plots/ch03-prefill-vs-decode
 
 Needs matplotlib from Debian (python3-matplotlib) for /usr/bin/python3.
 """
@@ -79,8 +85,9 @@ def roofline_from(args, bench_files):
     sys.exit("plot_roofline.py: no roofline: run ./inferlab roofline, or pass --roofline FILE")
 
 
-def benchmark_points(bench_files, ai_counter, flops_counter):
-    """One entry per run: series key, L, AI, GFLOP/s. Medians are used when repetitions ran."""
+def benchmark_points(bench_files, ai_counter, flops_counter, name_filter=None):
+    """One entry per run: series key, L, AI, GFLOP/s. Medians are used when repetitions ran.
+    With name_filter (a regular expression), only runs whose name it matches."""
     series = {}
     for bench in bench_files:
         runs = bench["data"].get("benchmarks", [])
@@ -90,10 +97,13 @@ def benchmark_points(bench_files, ai_counter, flops_counter):
             if ai_counter not in run or flops_counter not in run:
                 continue
             name = run.get("run_name", run["name"])
+            if name_filter and not re.search(name_filter, name):
+                continue
             version = run.get("label") or name.split("/L:")[0]
             size = re.search(r"/L:(\d+)", name)
             dim = re.search(r"/d:(\d+)", name)
-            key = version + (f", d={dim.group(1)}" if dim else "")
+            batch = re.search(r"/batch:(\d+)", name)
+            key = version + (f", d={dim.group(1)}" if dim else "") + (f", batch {batch.group(1)}" if batch else "")
             series.setdefault(key, []).append(
                 {
                     "L": int(size.group(1)) if size else None,
@@ -116,13 +126,17 @@ def main():
     parser.add_argument("--title", default=None, help="plot title")
     parser.add_argument("--ai-counter", default="AI", help="counter used as arithmetic intensity (default AI)")
     parser.add_argument("--gflops-counter", default="GFLOP/s", help="counter used as performance")
+    parser.add_argument("--filter", default=None,
+                        help="only runs whose benchmark name matches this regular expression")
+    parser.add_argument("--read-roof", action="store_true",
+                        help="also draw the read-bandwidth roof (AI x read GB/s), the one decode lives under")
     parser.add_argument("--show-unfused", action="store_true",
                         help="also mark each run at its AI_unfused (hollow markers, same GFLOP/s)")
     args = parser.parse_args()
 
     bench_files = [{"path": path, "data": load_json(path)} for path in args.bench]
     roof = roofline_from(args, bench_files)
-    series = benchmark_points(bench_files, args.ai_counter, args.gflops_counter)
+    series = benchmark_points(bench_files, args.ai_counter, args.gflops_counter, args.filter)
     if not series:
         sys.exit(f"plot_roofline.py: no runs with counters {args.ai_counter!r} and {args.gflops_counter!r}")
 
@@ -150,6 +164,10 @@ def main():
     if avx2 > 0 and roof.get("simd") == "avx512":
         ax.plot([avx2 / bandwidth, ai_hi], [avx2, avx2], color="tab:red", lw=1.2, ls="--",
                 label=f"AVX2 (256-bit) FMA roof: {avx2:.0f} GFLOP/s")
+    read = float(roof.get("read_gbs", 0) or 0)
+    if args.read_roof and read > 0:
+        ax.plot([ai_lo, peak / read], [ai_lo * read, peak], color="tab:cyan", lw=1.2, ls="--",
+                label=f"read roof: AI × {read:.1f} GB/s (read only)")
     ax.axvline(ridge, color="grey", lw=1, ls=":")
     ax.annotate(f"ridge point\n{ridge:.1f} FLOP/byte", xy=(ridge, gf_lo), xytext=(4, 8),
                 textcoords="offset points", fontsize=8, color="dimgrey", va="bottom")
@@ -163,7 +181,23 @@ def main():
         # L beside each point, slanted (AI bunches up at large L as it saturates); series
         # alternate above and below their line.
         below = index % 2 == 1
-        for p in points:
+        ais = [p["ai"] for p in points]
+        vertical = len(points) > 1 and max(ais) < 1.5 * min(ais)
+        if vertical:
+            # A vertical series (decode: the same AI at every L): one horizontal label to the right
+            # per cluster of points that land on top of each other.
+            clusters = []
+            for p in sorted(points, key=lambda p: p["gflops"]):
+                if clusters and p["gflops"] < 1.1 * clusters[-1][-1]["gflops"]:
+                    clusters[-1].append(p)
+                else:
+                    clusters.append([p])
+            for cluster in clusters:
+                sizes = ", ".join(str(L) for L in sorted(p["L"] for p in cluster if p["L"] is not None))
+                if sizes:
+                    ax.annotate(f"L={sizes}", xy=(cluster[0]["ai"], cluster[0]["gflops"]), xytext=(6, 0),
+                                textcoords="offset points", fontsize=7, color=line.get_color(), va="center")
+        for p in [] if vertical else points:
             if p["L"] is not None:
                 ax.annotate(f"L={p['L']}", xy=(p["ai"], p["gflops"]), xytext=(2, -6 if below else 6),
                             textcoords="offset points", fontsize=7, color=line.get_color(),

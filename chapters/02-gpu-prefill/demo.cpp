@@ -1,17 +1,21 @@
 // Chapter 02's part of `inferlab tour`: the CUDA kernels run on the SIMT emulator and are checked
 // against the float64 oracle (the same .cu sources run on a GPU with --backend cuda); then the
 // CPU's own version ladder (naive loops → cache-blocked SIMD → OpenBLAS) measured side by side;
-// then the summary table of the tour: prefill against decode on this machine's roofline.
+// then the summary table of the tour: prefill against decode, both measured, on this machine's
+// roofline.
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <vector>
 
+#include "chapters/03-kv-cache-decode/random_cache.h"
 #include "chapters/tour.h"
 #include "common/compare.h"
 #include "common/cost.h"
 #include "common/rng.h"
 #include "common/timer.h"
 #include "kernels/attention/registry.h"
+#include "kernels/decode/registry.h"
 
 namespace inferlab {
 
@@ -94,7 +98,7 @@ void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions
   Rng rng(Rng::fresh_seed());
   const AttentionVersion& best = find_attention_version("cpu/blocked", Backend::cpu);
   out << "One layer, 8 heads, d=128, fp32. Prefill measured with " << best.name
-      << "; decode counted (its kernels arrive in chapter 03).\n"
+      << "; one decode step (one new token per sequence) measured too.\n"
       << "AI (fused) = L/2 in fp16, L/4 in fp32: what a kernel that never writes the scores could reach.\n";
   out << std::setw(22) << "" << std::setw(12) << "AI article" << std::setw(12) << "AI unfused" << std::setw(11)
       << "AI fused" << std::setw(10) << "GFLOP/s" << std::setw(9) << "% roof" << "  bound\n";
@@ -116,14 +120,35 @@ void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions
         << 100.0 * gflops / roof << "%  "
         << (unfused.arithmetic_intensity() < roofline.ridge_point() ? "memory" : "compute") << "\n";
   }
-  const Cost decode = decode_attention_cost({8, 8, lengths.back(), 128}, kFp32);
-  out << "  decode  L=" << std::left << std::setw(10) << lengths.back() << std::right << std::setw(12)
-      << std::setprecision(2) << decode.arithmetic_intensity() << std::setw(12) << "" << std::setw(11) << ""
-      << std::setw(10) << "" << std::setw(9) << "" << "  memory (AI 0.5 in fp32, ~1 in fp16, at every L)\n";
+  // Decode measured at the last L, fp32 like the prefill rows, with a batch that makes the cache
+  // ~4x the last-level cache (at most 2 GiB): a step then streams K and V from DRAM, as it does
+  // on a GPU, where the cache is far larger than L2. --quick: a few tens of MiB (beyond L2).
+  const int64_t decode_len = lengths.back();
+  const KvCacheShape decode_shape{1, 8, decode_len, 128};
+  const double per_sequence = 2.0 * double(decode_shape.elements()) * kFp32;
+  const double wanted = options.quick ? 32.0 * 1048576.0 : 4.0 * double(last_level_cache_bytes());
+  const int64_t batch =
+      std::clamp<int64_t>(int64_t(std::ceil(std::min(wanted, 2.0 * 1073741824.0) / per_sequence)), 1, 4096);
+  const KvCache cache = random_full_cache({batch, 8, decode_len, 128}, KvDtype::fp32, rng);
+  const DecodeVersion& decoder = find_decode_version("cpu/decode_simd", Backend::cpu, KvDtype::fp32);
+  const DecodeMeasurement decode = measure_decode(decoder, cache, 8, options.quick);
+  const double decode_ai = decode.cost.arithmetic_intensity();
+  // A decode step only reads: its roof is the read bandwidth.
+  const double decode_roof = std::min(roofline.peak_gflops, decode_ai * roofline.read_gbs);
+  out << "  decode  L=" << std::left << std::setw(10) << decode_len << std::right << std::setw(12)
+      << std::setprecision(2) << decode_ai << std::setw(12) << "-" << std::setw(11) << decode_ai << std::setw(10)
+      << std::setprecision(1) << decode.gflops() << std::setw(8) << 100.0 * decode.gflops() / decode_roof
+      << "%  memory\n";
+  out << "Decode: " << decoder.name << ", batch " << batch << " (a " << std::setprecision(0)
+      << decode.cache_bytes / 1048576.0 << " MiB cache, " << std::setprecision(1)
+      << decode.cache_bytes / double(last_level_cache_bytes()) << "x the last-level cache): " << decode.gbs()
+      << " GB/s = " << 100.0 * decode.gbs() / roofline.read_gbs << "% of the read bandwidth.\n"
+      << "Its AI is 0.5 in fp32 (~1 in fp16) at every L; its roof is AI x read bandwidth.\n";
   out << std::setprecision(1) << "Ridge point: " << roofline.ridge_point()
-      << " FLOP/byte (peak / triad). % roof is against the roof at the unfused AI, the traffic the kernel moves.\n"
-      << "Prefill's intensity grows with L and crosses the ridge; decode's stays at ~1 FLOP/byte: it is always\n"
-      << "memory-bound. That asymmetry is the rest of this lab.\n";
+      << " FLOP/byte (peak / triad). Prefill's % roof is against the roof at the unfused AI, the traffic\n"
+      << "the kernel moves. Prefill's intensity grows with L and crosses the ridge; decode's stays at\n"
+      << "~1 FLOP/byte, so it runs at bandwidth speed: it is always memory-bound. That asymmetry is the rest\n"
+      << "of this lab.\n";
 }
 
 }  // namespace inferlab

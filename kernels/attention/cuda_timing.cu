@@ -1,6 +1,6 @@
-// Device-side timing of the chapter-02 CUDA versions and the GPU ceilings they are compared
-// with (declared in cuda_timing.h). Compiled for sim and cuda like every kernel file; only the
-// cuda build measures anything meaningful.
+// Device-side timing of the chapter-02 CUDA versions, of chapter 03's cuda/decode, and the GPU
+// ceilings they are compared with (declared in cuda_timing.h). Compiled for sim and cuda like every kernel file; only
+// the cuda build measures anything meaningful.
 //
 // How a version is timed (seconds_per_call):
 //   1. allocate Q, K, V (as the version's element type), O and the H·L² scratch once, and fill
@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/check.h"
 #include "kernels/attention/cuda_prefill.cuh"
 #include "kernels/attention/cuda_timing.h"
 #include "kernels/cublas_handle.cuh"
+#include "kernels/decode/cuda_decode.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 
@@ -146,6 +148,30 @@ double time_fp32(void (*device_level)(const DeviceAttention&, float*, cudaStream
                         warmup, repetitions);
 }
 
+// One decode step in device memory (cuda/decode): random q and cache (every slot below
+// max_seq_len filled: no poison needed, the kernel reads only the first seq_len), uniform lengths.
+template <class T>
+double time_decode(const DecodeShape& shape, int64_t seq_len, int warmup, int repetitions) {
+  const Stream stream;
+  const KvCacheShape cache_shape{shape.batch, shape.num_kv_heads, shape.max_seq_len, shape.head_dim};
+  DeviceBuffer<float> q(size_t(shape.batch * shape.num_heads * shape.head_dim)), out(q.size());
+  DeviceBuffer<T> k(size_t(cache_shape.elements())), v(k.size());
+  DeviceBuffer<int> lengths(size_t(shape.batch));
+  fill_random(q, 11, stream.get());
+  fill_random(k, 12, stream.get());
+  fill_random(v, 13, stream.get());
+  const std::vector<int> host_lengths(size_t(shape.batch), int(seq_len));
+  lengths.upload(host_lengths.data());
+  check_cuda(cudaStreamSynchronize(stream.get()), "filling the decode inputs");
+  DeviceDecodeOf<T> problem;
+  problem.q = q.data();
+  problem.cache = {k.data(), v.data(), lengths.data(), cache_shape};
+  problem.out = out.data();
+  problem.shape = shape;
+  problem.max_length = int(seq_len);
+  return time_on_stream([&] { decode_device<T>(problem, stream.get()); }, stream.get(), warmup, repetitions);
+}
+
 void check_shape(const AttentionShape& shape) {
   require_positive("num_heads", shape.num_heads);
   require_positive("num_kv_heads", shape.num_kv_heads);
@@ -169,6 +195,23 @@ double seconds_per_call(std::string_view version, const AttentionShape& shape, i
   throw std::invalid_argument("version = " + std::string(version) +
                               ": has no device-level function to time; known: cuda/naive, cuda/tiled, cuda/cublas, "
                               "cuda/cublas_fp16, cuda/cublas_bf16");
+}
+
+double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
+                               int repetitions) {
+  require(warmup >= 0, "warmup", warmup, "must be >= 0");
+  require_positive("repetitions", repetitions);
+  require_positive("batch", shape.batch);
+  require_positive("num_heads", shape.num_heads);
+  require_positive("num_kv_heads", shape.num_kv_heads);
+  require_positive("max_seq_len", shape.max_seq_len);
+  require_positive("head_dim", shape.head_dim);
+  require(shape.num_heads % shape.num_kv_heads == 0, "num_heads", shape.num_heads,
+          "must be a multiple of num_kv_heads = " + std::to_string(shape.num_kv_heads));
+  require(seq_len >= 1 && seq_len <= shape.max_seq_len, "seq_len", seq_len,
+          "must be in [1, max_seq_len = " + std::to_string(shape.max_seq_len) + "]");
+  return cache_dtype == KvDtype::fp16 ? time_decode<__half>(shape, seq_len, warmup, repetitions)
+                                      : time_decode<float>(shape, seq_len, warmup, repetitions);
 }
 
 DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test) {

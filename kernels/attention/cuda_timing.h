@@ -1,7 +1,8 @@
 #pragma once
 /// @file cuda_timing.h
-/// Device-side timing of the chapter-02 CUDA versions, for benchmarks (chapters/02-gpu-prefill/
-/// bench.cpp). The host-tensor entry points of cuda_attention.h copy over PCIe and allocate on
+/// Device-side timing of the chapter-02 CUDA versions and of chapter 03's cuda/decode, for
+/// benchmarks (chapters/02-gpu-prefill/bench.cpp, chapters/03-kv-cache-decode/bench.cpp). The
+/// host-tensor entry points (cuda_attention.h, cuda_decode.h) copy over PCIe and allocate on
 /// every call, which would dominate a GPU measurement; these functions time the device level
 /// instead: inputs and scratch allocated once, warm-up calls, then a batch of calls between two
 /// CUDA events on one stream.
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "kernels/attention/attention.h"
+#include "kernels/decode/decode.h"
 
 namespace inferlab {
 
@@ -41,6 +43,14 @@ namespace inferlab::sim {
 /// device-level function, or naming a bad count or shape.
 double seconds_per_call(std::string_view version, const AttentionShape& shape, int warmup, int repetitions);
 
+/// Mean seconds per call of cuda/decode (decode_device, kernels/decode/cuda_decode.cuh) over a
+/// device-resident cache of @p cache_dtype shaped by @p shape, every sequence holding @p seq_len
+/// tokens: random q and cache, the lengths and the output allocated once, @p warmup calls, then
+/// @p repetitions calls between two CUDA events. Throws std::invalid_argument naming a bad count
+/// or shape (seq_len must be in [1, shape.max_seq_len]).
+double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
+                               int repetitions);
+
 /// Measures the current device's ceilings: device-to-device cudaMemcpy of @p copy_mib MiB, and
 /// cuBLAS SGEMM and fp16 GemmEx at n = @p gemm_size, each the mean of a batch of calls lasting
 /// about @p seconds_per_test after a warm-up call.
@@ -53,6 +63,10 @@ namespace inferlab::cuda {
 
 /// As inferlab::sim::seconds_per_call(), on the GPU.
 double seconds_per_call(std::string_view version, const AttentionShape& shape, int warmup, int repetitions);
+
+/// As inferlab::sim::decode_seconds_per_call(), on the GPU.
+double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
+                               int repetitions);
 
 /// As inferlab::sim::measure_device_ceilings(), on the GPU.
 DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test);

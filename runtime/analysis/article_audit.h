@@ -3,7 +3,7 @@
 /// The calculator's audit of the source article (seed/prefill-decode-article.zh.txt): each of
 /// its figures on the KV cache, decode bandwidth and quantization, recomputed by the same code
 /// that `inferlab analyze` runs, with what the article says, the correct value and why.
-/// `inferlab analyze --audit` prints it; chapters/03-kv-cache-decode/analyze.md shows it.
+/// `inferlab analyze --audit` prints it; chapters/03-kv-cache-decode/README.md (§7) shows it.
 
 #include <ostream>
 #include <string>

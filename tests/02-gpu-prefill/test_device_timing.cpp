@@ -1,4 +1,4 @@
-// Chapter 02: the device-level timing harness the benchmark uses (kernels/attention/cuda_timing.h),
+// Chapters 02-03: the device-level timing harness the benchmarks use (kernels/attention/cuda_timing.h),
 // exercised on the sim backend (the emulator's times mean nothing; the plumbing is what is
 // tested: every version has a device-level function, bad names and counts are rejected).
 #include <gtest/gtest.h>
@@ -48,6 +48,29 @@ TEST(DeviceTiming, BadCountsAndShapesThrow) {
   EXPECT_THROW(sim::seconds_per_call("cuda/naive", kSmall, -1, 1), std::invalid_argument);
   EXPECT_THROW(sim::seconds_per_call("cuda/naive", AttentionShape{3, 2, 8, 8, false}, 0, 1), std::invalid_argument);
   EXPECT_THROW(sim::seconds_per_call("cuda/naive", AttentionShape{2, 2, 0, 8, false}, 0, 1), std::invalid_argument);
+}
+
+// Chapter 03's cuda/decode (ragged lengths are the tests' business; the benchmark times full
+// sequences): both cache dtypes, GQA, a sequence shorter than the cache's capacity.
+TEST(DeviceTiming, DecodeHasAPositiveTimeForBothCacheDtypes) {
+  const DecodeShape shape{2, 4, 2, 40, 24};  // batch, heads, KV heads (GQA 2:1), max_seq_len, d
+  for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16}) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    const double seconds = sim::decode_seconds_per_call(dtype, shape, 33, 1, 2);
+    EXPECT_GT(seconds, 0.0);
+    EXPECT_LT(seconds, 60.0);
+  }
+  EXPECT_GT(sim::decode_seconds_per_call(KvDtype::fp32, DecodeShape{1, 1, 1, 1, 1}, 1, 0, 1), 0.0);
+}
+
+TEST(DeviceTiming, DecodeBadCountsAndShapesThrow) {
+  const DecodeShape shape{2, 4, 2, 40, 24};
+  EXPECT_THROW(sim::decode_seconds_per_call(KvDtype::fp32, shape, 33, 0, 0), std::invalid_argument);
+  EXPECT_THROW(sim::decode_seconds_per_call(KvDtype::fp32, shape, 33, -1, 1), std::invalid_argument);
+  EXPECT_THROW(sim::decode_seconds_per_call(KvDtype::fp32, shape, 0, 0, 1), std::invalid_argument);
+  EXPECT_THROW(sim::decode_seconds_per_call(KvDtype::fp32, shape, 41, 0, 1), std::invalid_argument);
+  EXPECT_THROW(sim::decode_seconds_per_call(KvDtype::fp16, DecodeShape{2, 3, 2, 40, 24}, 8, 0, 1),
+               std::invalid_argument);
 }
 
 TEST(DeviceTiming, CeilingsArePositive) {

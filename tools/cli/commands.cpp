@@ -64,6 +64,7 @@ int tour(const std::vector<std::string>& argv) {
   std::cout << "This machine (from " << default_roofline_path().string() << "): " << describe(roofline) << "\n\n";
   tour_chapter01(std::cout, roofline, options);
   tour_chapter02(std::cout, roofline, options);
+  tour_chapter03(std::cout, roofline, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }
