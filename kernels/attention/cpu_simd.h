@@ -22,10 +22,12 @@
 #include <new>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 headers (the _mm512_undefined_ps
-// pass-through operand, GCC bug 105593); the warning is located in the header, so silence it there.
+// GCC 12 reports -Wmaybe-uninitialized (and, for some inlining contexts, -Wuninitialized)
+// inside its own AVX-512 headers (the `__Y = __Y` undefined pass-through operand, GCC bug
+// 105593); the warning is located in the header, so silence it there.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif
