@@ -32,11 +32,7 @@ std::string backend_unavailable_reason(Backend backend) {
   switch (backend) {
     case Backend::cpu: return "";
     case Backend::sim:
-#if defined(INFERLAB_WITH_SIM)
-      return "";
-#else
-      return "the SIMT emulator is not part of this build";
-#endif
+      return "";  // the emulator is part of every build
     case Backend::cuda:
 #if defined(INFERLAB_WITH_CUDA)
       return cuda::device_count() > 0 ? "" : "no CUDA GPU is visible (cudaGetDeviceCount() = 0)";
@@ -48,5 +44,10 @@ std::string backend_unavailable_reason(Backend backend) {
 }
 
 bool backend_available(Backend backend) { return backend_unavailable_reason(backend).empty(); }
+
+void require_available(Backend backend) {
+  const std::string reason = backend_unavailable_reason(backend);
+  require(reason.empty(), "backend", to_string(backend), reason);
+}
 
 }  // namespace inferlab

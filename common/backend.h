@@ -23,5 +23,7 @@ Backend parse_backend(std::string_view text);
 bool backend_available(Backend backend);
 /// Why @p backend cannot run here ("" when it can).
 std::string backend_unavailable_reason(Backend backend);
+/// Throws std::invalid_argument("backend = <name>: <why>") unless @p backend can run here.
+void require_available(Backend backend);
 
 }  // namespace inferlab

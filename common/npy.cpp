@@ -81,11 +81,11 @@ NpyArray read_npy(const std::filesystem::path& path) {
   const int major = static_cast<unsigned char>(magic[6]);
   uint32_t header_len = 0;
   if (major == 1) {
-    unsigned char len[2];
+    unsigned char len[2] = {};  // zeros if the file ends here (then "header is truncated")
     file.read(reinterpret_cast<char*>(len), 2);
     header_len = len[0] | (len[1] << 8);
   } else if (major == 2 || major == 3) {
-    unsigned char len[4];
+    unsigned char len[4] = {};
     file.read(reinterpret_cast<char*>(len), 4);
     header_len = len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
   } else {
@@ -105,8 +105,25 @@ NpyArray read_npy(const std::filesystem::path& path) {
   if (!std::regex_search(header, match, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) bad_file(path, "header has no shape");
   array.shape = parse_shape(path, match[1]);
 
-  const int64_t count = element_count(array.shape);
-  array.bytes.resize(static_cast<size_t>(count) * element_size(array.dtype));
+  int64_t count = 0;
+  try {
+    count = element_count(array.shape);
+  } catch (const std::invalid_argument& error) {
+    bad_file(path, std::string("shape: ") + error.what());
+  }
+  // Check the body's size against the file before allocating: a corrupt shape must give a clear
+  // error, not a huge allocation.
+  const auto body_start = file.tellg();
+  file.seekg(0, std::ios::end);
+  const auto body_bytes = static_cast<uint64_t>(file.tellg() - body_start);
+  file.seekg(body_start);
+  if (static_cast<uint64_t>(count) > body_bytes / element_size(array.dtype)) {
+    bad_file(path, "body is truncated: shape " + to_string(array.shape) + " needs " + std::to_string(count) +
+                       " elements of " + std::to_string(element_size(array.dtype)) + " bytes, the file has " +
+                       std::to_string(body_bytes) + " bytes");
+  }
+  const uint64_t expected_bytes = static_cast<uint64_t>(count) * element_size(array.dtype);
+  array.bytes.resize(static_cast<size_t>(expected_bytes));
   file.read(reinterpret_cast<char*>(array.bytes.data()), static_cast<std::streamsize>(array.bytes.size()));
   if (file.gcount() != static_cast<std::streamsize>(array.bytes.size())) {
     bad_file(path, "body is truncated: expected " + std::to_string(array.bytes.size()) + " bytes for shape " +

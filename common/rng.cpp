@@ -1,5 +1,7 @@
 #include "common/rng.h"
 
+#include "common/check.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -8,7 +10,11 @@ namespace inferlab {
 
 uint64_t Rng::fresh_seed() {
   if (const char* fixed = std::getenv("INFERLAB_SEED"); fixed != nullptr && *fixed != '\0') {
-    return std::stoull(fixed);
+    try {
+      return std::stoull(fixed);
+    } catch (const std::exception&) {
+      require(false, "INFERLAB_SEED", fixed, "must be an unsigned integer");
+    }
   }
   std::random_device device;
   const auto now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());

@@ -1,7 +1,8 @@
 #pragma once
 /// @file tensor.h
 /// A host tensor: a shape and a contiguous, row-major (C order) buffer. Shapes are checked on
-/// construction and by check_shape(); element access in debug builds is bounds-checked.
+/// construction and by check_shape(); element access is unchecked (the asan preset catches
+/// out-of-bounds accesses).
 
 #include <algorithm>
 #include <cstdint>

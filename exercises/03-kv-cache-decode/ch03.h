@@ -23,9 +23,10 @@
 /// inputs, odd shapes (ragged batches, lengths 1, 2, 31, 33 …, head_dim 7 … 128, GQA ratios
 /// 1/2/4/8), a float64 oracle, outputs poisoned with NaN, every byte of the cache compared after
 /// an append, and launches run under several thread schedules (forward, reverse, shuffled). Run
-/// them with `ctest --preset default -L student` or `./inferlab grade`. The two exercises are
-/// graded separately: the decode tests append with the lab's CPU append, and the append tests
-/// decode with the lab's CPU decode.
+/// them on your code with `cmake --preset exercises && cmake --build --preset exercises && ctest
+/// --preset exercises -L ch03 -L student` or `./inferlab grade` (the default preset builds
+/// solutions/ instead). The two exercises are graded separately: the decode tests append with
+/// the lab's CPU append, and the append tests decode with the lab's CPU decode.
 ///
 /// Each stub's launcher throws `NotImplemented(...)` after its checks: delete that line once
 /// your kernel is written.

@@ -2,7 +2,7 @@
 //
 // Version ladder (prefill attention, CPU):
 //   cpu/naive    this file: three loops per head — S = Q·Kᵀ/√d (L×L floats), softmax rows, O = P·V.
-//   cpu/blocked  chapter 02: cache-blocked, AVX2 + OpenMP, still unfused.
+//   cpu/blocked  chapter 02: cache-blocked, SIMD (AVX-512/AVX2) + OpenMP, still unfused.
 //   cpu/openblas chapter 02: the two products as OpenBLAS sgemm calls.
 //   cpu/flash    chapter 05: fused, the L×L matrix never exists.
 //

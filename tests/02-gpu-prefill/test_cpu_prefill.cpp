@@ -28,9 +28,9 @@ INSTANTIATE_TEST_SUITE_P(Ch02, Ch02CpuAttention, ::testing::ValuesIn(testing::ve
                          testing::version_case_name);
 
 // Shapes the blocking itself makes interesting: seq_len just around the block and tile sizes
-// (the S block holds up to 96 query rows, tiles are 12/6/4 rows × 32/16/2 keys depending on the
-// instruction set, P·V steps over 128 keys), head dims that are not a multiple of the tile
-// width, and a GQA group of 8 over two KV heads.
+// (cpu_blocked.cpp: the S block holds up to 16 row tiles, i.e. 96 query rows; tiles are 6 rows ×
+// 64 keys with AVX-512, 6 × 16 with AVX2, 4 × 2 scalar; P·V steps over 128 keys), head dims that
+// are not a multiple of the tile width, and a GQA group of 8 over two KV heads.
 std::vector<VersionCase> chapter02_block_edge_cases() {
   std::vector<VersionCase> cases;
   const std::vector<AttentionCase> shapes = {

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 
 #include "common/compare.h"
@@ -22,15 +23,16 @@ std::vector<AttentionCase> odd_attention_cases(int64_t max_seq_len) {
   const int64_t head_dims[] = {64, 80, 96, 128};
   const int64_t ratios[] = {1, 2, 4, 8};
   std::vector<AttentionCase> cases;
-  // Every seq_len meets every head_dim and every GQA ratio (a Latin-square walk keeps the
-  // product small), with and without the mask.
-  int walk = 0;
-  for (int64_t L : seq_lens) {
+  // Every seq_len meets every head_dim and every GQA ratio, and every head_dim every ratio: the
+  // ratio is a Latin square over (seq_len, head_dim), which keeps the product small. (Stepping
+  // the ratio with the head_dim alone would pair each head_dim with one ratio only.)
+  for (size_t i = 0; i < std::size(seq_lens); ++i) {
+    const int64_t L = seq_lens[i];
     if (L > max_seq_len) continue;
-    for (int64_t d : head_dims) {
-      const int64_t ratio = ratios[walk++ % 4];
+    for (size_t j = 0; j < std::size(head_dims); ++j) {
+      const int64_t ratio = ratios[(i + j) % std::size(ratios)];
       const int64_t kv_heads = ratio == 8 ? 1 : 2;
-      for (bool causal : {false, true}) cases.push_back({kv_heads * ratio, kv_heads, L, d, causal});
+      for (bool causal : {false, true}) cases.push_back({kv_heads * ratio, kv_heads, L, head_dims[j], causal});
     }
   }
   // Extreme logits: |score| in the hundreds. exp() without the max subtraction overflows.

@@ -97,10 +97,7 @@ int attention(const std::vector<std::string>& argv) {
   const Tensor<float> v = read_npy_float(args.required("v"));
   const bool causal = args.has("causal");
   const Backend backend = parse_backend(args.get_or("backend", "cpu"));
-  if (!backend_available(backend)) {
-    throw std::invalid_argument("backend = " + std::string(to_string(backend)) + ": " +
-                                backend_unavailable_reason(backend));
-  }
+  require_available(backend);
   const AttentionVersion& version = find_attention_version(args.get_or("version", "cpu/naive"), backend);
   const AttentionShape shape = attention_shape(q, k, v, causal);
   Tensor<float> out({shape.num_heads, shape.seq_len, shape.head_dim});

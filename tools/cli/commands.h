@@ -9,7 +9,7 @@ namespace inferlab::cli {
 
 /// `inferlab tour [--quick]`: every chapter's demo on the default backend.
 int tour(const std::vector<std::string>& args);
-/// `inferlab roofline [--seconds S] [--working-set-mib M] [--out FILE]`: measure and save.
+/// `inferlab roofline [--seconds S] [--working-set-mib M] [--threads N] [--out FILE]`: measure and save.
 int roofline(const std::vector<std::string>& args);
 /// `inferlab attention --q q.npy --k k.npy --v v.npy [--causal] [--version NAME] [--backend B] --out o.npy`.
 int attention(const std::vector<std::string>& args);

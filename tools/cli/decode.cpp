@@ -25,10 +25,7 @@ int decode(const std::vector<std::string>& argv) {
   const KvDtype dtype = half ? KvDtype::fp16 : KvDtype::fp32;
 
   const Backend backend = parse_backend(args.get_or("backend", "cpu"));
-  if (!backend_available(backend)) {
-    throw std::invalid_argument("backend = " + std::string(to_string(backend)) + ": " +
-                                backend_unavailable_reason(backend));
-  }
+  require_available(backend);
   const DecodeVersion& version = find_decode_version(args.get_or("version", "cpu/decode"), backend, dtype);
   const KvCache cache = make_kv_cache(k, v, lengths, dtype);
   const DecodeShape shape = decode_shape(q, cache);
