@@ -5,6 +5,7 @@
 /// number.
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 namespace inferlab {
@@ -71,6 +72,34 @@ constexpr Tolerance product_tolerance(Precision precision, double condition) {
   Tolerance tolerance = tolerance_for(precision);
   tolerance.rel_frobenius *= std::max(1.0, condition);
   return tolerance;
+}
+
+/// INT8 KV cache (chapter 04): the bound on one output element of decode attention over a
+/// quantized cache, against the exact attention over the unquantized K and V, derived from the
+/// quantization steps (no tuned number). Each group (a K row or channel, a V row) is stored as
+/// x̂ = Δ·clamp(round(x/Δ)) with Δ = max|x|/127 over the group, so |x̂ − x| ≤ Δ/2 per element.
+///   1. Scores: s_j = q·k_j/√d, so |ŝ_j − s_j| ≤ Σ_c |q_c|·Δk_{j,c} / (2√d) ≤ E, where the caller
+///      takes E = @p score_error, the max of that sum over the keys j (per-token K: Δk_{j,c} = Δk_j;
+///      per-channel: Δk_c).
+///   2. Softmax: p̂_j = p_j·e^{e_j} / Σ_k p_k·e^{e_k} with |e_j| ≤ E, so p̂_j/p_j ∈ [e^{−2E}, e^{2E}]
+///      and |p̂_j − p_j| ≤ (e^{2E} − 1)·p_j.
+///   3. Output: ô − o = Σ_j (p̂_j − p_j)·v_j + Σ_j p̂_j·(v̂_j − v_j), so per element
+///      |ô − o| ≤ (e^{2E} − 1)·max_j|v_j| + max_j Δv_j / 2
+///      with @p max_abs_value = max|v| and @p max_value_step = max Δv over the sequence.
+/// The fp32 arithmetic of the kernel adds attention_tolerance(fp32, @p max_abs_logit).max_abs ×
+/// max(1, @p max_abs_value). The bound is worst-case (every rounding error aligned); measured
+/// errors are far below it (the rounding errors are independent), which is why the tests also
+/// report the relative error and the KL divergence of the softmax weights.
+inline double int8_kv_output_bound(double score_error, double max_abs_value, double max_value_step,
+                                   double max_abs_logit) {
+  const double quantization = std::expm1(2.0 * score_error) * max_abs_value + 0.5 * max_value_step;
+  return quantization + attention_tolerance(Precision::fp32, max_abs_logit).max_abs * std::max(1.0, max_abs_value);
+}
+
+/// The round-trip bound of one INT8 element quantized with step @p step: half a step, widened
+/// by fp32 rounding of x/Δ and of Δ·q (a few ulps of 127·Δ).
+inline double int8_round_trip_bound(double step) {
+  return step * (0.5 + 127.0 * 4.0 * 0x1p-24);
 }
 
 }  // namespace inferlab

@@ -76,4 +76,38 @@ const KvAppendVersion& kv_append_version_for(Backend backend) {
   throw std::invalid_argument("backend = " + std::string(to_string(backend)) + ": no append version is registered");
 }
 
+const std::vector<Int8DecodeVersion>& int8_decode_versions() {
+  static const std::vector<Int8DecodeVersion> versions = {
+      {"cpu/decode_int8_simd", Backend::cpu, 4, "cpu/decode_simd over int8 rows (widened in the loop), scales folded out",
+       decode_int8_cpu_simd},
+      {"cuda/decode_int8", Backend::sim, 4, "block per (head, sequence), char4 loads, fp32 FMA", sim::decode_int8_cuda},
+#if defined(INFERLAB_WITH_CUDA)
+      {"cuda/decode_int8", Backend::cuda, 4, "block per (head, sequence), char4 loads, fp32 FMA",
+       cuda::decode_int8_cuda},
+#endif
+  };
+  return versions;
+}
+
+const std::vector<Int8AppendVersion>& int8_append_versions() {
+  static const std::vector<Int8AppendVersion> versions = {
+      {"cpu/append_int8", Backend::cpu, 4, "host loop: quantize the new token's K and V into slot lengths[b]",
+       [](Int8KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) { cache.append(k_new, v_new); }},
+      {"cuda/append_int8", Backend::sim, 4, "block per (KV head, sequence): block max, quantize, saturate",
+       sim::int8_append_cuda},
+#if defined(INFERLAB_WITH_CUDA)
+      {"cuda/append_int8", Backend::cuda, 4, "block per (KV head, sequence): block max, quantize, saturate",
+       cuda::int8_append_cuda},
+#endif
+  };
+  return versions;
+}
+
+const Int8AppendVersion& int8_append_version_for(Backend backend) {
+  for (const Int8AppendVersion& version : int8_append_versions())
+    if (version.backend == backend) return version;
+  throw std::invalid_argument("backend = " + std::string(to_string(backend)) +
+                              ": no INT8 append version is registered");
+}
+
 }  // namespace inferlab

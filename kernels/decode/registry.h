@@ -13,6 +13,7 @@
 #include "common/backend.h"
 #include "common/tolerance.h"
 #include "kernels/decode/decode.h"
+#include "kernels/decode/decode_int8.h"
 #include "kernels/decode/kv_cache.h"
 
 namespace inferlab {
@@ -63,5 +64,33 @@ const std::vector<KvAppendVersion>& kv_append_versions();
 /// The append version that runs on @p backend ("cpu/append" on cpu, "cuda/append" on sim and
 /// cuda). Throws std::invalid_argument when there is none.
 const KvAppendVersion& kv_append_version_for(Backend backend);
+
+/// One registered INT8-cache decode implementation (chapter 04). Every version handles both
+/// K scalings (KeyScaling); tests run each on both.
+struct Int8DecodeVersion {
+  std::string name;     ///< "cpu/decode_int8_simd", "cuda/decode_int8"
+  Backend backend;      ///< where this entry runs
+  int chapter;          ///< the chapter that teaches it
+  std::string summary;  ///< one line for listings
+  Int8DecodeFn run;     ///< the implementation
+};
+
+/// Every INT8 decode version compiled into this build.
+const std::vector<Int8DecodeVersion>& int8_decode_versions();
+
+/// One registered quantize-on-append implementation (chapter 04).
+struct Int8AppendVersion {
+  std::string name;     ///< "cpu/append_int8", "cuda/append_int8"
+  Backend backend;      ///< where it runs
+  int chapter;          ///< the chapter that teaches it
+  std::string summary;  ///< one line for listings
+  Int8AppendFn run;     ///< the implementation
+};
+
+/// Every quantize-on-append version compiled into this build.
+const std::vector<Int8AppendVersion>& int8_append_versions();
+
+/// The quantize-on-append version for @p backend; throws std::invalid_argument when none.
+const Int8AppendVersion& int8_append_version_for(Backend backend);
 
 }  // namespace inferlab

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "02-gpu-prefill/ch02.h"
+#include "tests/support/expect_all.h"
 #include "tests/support/prefill_steps_check.h"
 
 namespace inferlab {
@@ -17,23 +18,7 @@ using testing::AttentionCase;
 using testing::GemmCase;
 using testing::SoftmaxCase;
 
-// Runs @p check on every case. A stub fails once, with "not implemented yet: …", instead of
-// once per shape; a wrong kernel reports at most kReported shapes.
-template <class Case, class Check>
-void expect_all(const std::vector<Case>& cases, const Check& check) {
-  constexpr int kReported = 4;
-  int failures = 0;
-  for (const Case& c : cases) {
-    const ::testing::AssertionResult result = check(c);
-    if (result) continue;
-    ADD_FAILURE() << result.message();
-    if (std::string(result.message()).find("not implemented yet") != std::string::npos) return;
-    if (++failures == kReported) {
-      ADD_FAILURE() << "(stopped after " << kReported << " failing shapes)";
-      return;
-    }
-  }
-}
+using testing::expect_all;
 
 // ---- 2.1 attention_scores: one thread per score ----
 

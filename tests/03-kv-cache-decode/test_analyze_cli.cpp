@@ -1,30 +1,17 @@
 // `inferlab analyze` as a user runs it: the report, --list, --json, --audit, and bad input
 // (exit code 2 and a message naming the argument and its value).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <string>
+
+#include "tests/support/run_inferlab.h"
 
 namespace inferlab {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using Result = testing::CommandResult;
 
-Result run(const std::string& arguments) {
-  const std::string command = std::string(INFERLAB_EXE) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+Result run(const std::string& arguments) { return testing::run_command(INFERLAB_EXE, arguments); }
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -17,6 +17,7 @@
 #include "kernels/decode/decode.h"
 #include "kernels/decode/kv_cache.h"
 #include "kernels/decode/registry.h"
+#include "tests/support/expect_all.h"
 #include "tests/support/decode_check.h"
 
 namespace inferlab {
@@ -65,23 +66,7 @@ void cpu_append(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>&
   cache.append(k_new, v_new);
 }
 
-// Runs @p check on every case. A stub fails once, with "not implemented yet: …", instead of
-// once per shape; a wrong kernel reports at most kReported shapes.
-template <class Case, class Check>
-void expect_all(const std::vector<Case>& cases, const Check& check) {
-  constexpr int kReported = 4;
-  int failures = 0;
-  for (const Case& c : cases) {
-    const ::testing::AssertionResult result = check(c);
-    if (result) continue;
-    ADD_FAILURE() << result.message();
-    if (std::string(result.message()).find("not implemented yet") != std::string::npos) return;
-    if (++failures == kReported) {
-      ADD_FAILURE() << "(stopped after " << kReported << " failing shapes)";
-      return;
-    }
-  }
-}
+using testing::expect_all;
 
 // DecodeCase fields: {final lengths, decode steps, num_heads, num_kv_heads, head_dim,
 // capacity slack (max_seq_len − longest length; default 3), logit scale}.

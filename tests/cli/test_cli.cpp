@@ -1,7 +1,6 @@
 // `inferlab attention` and `inferlab tour` as a user runs them: .npy files in, .npy out,
 // compared with the float64 oracle; bad input gives a clear message and a non-zero exit.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,25 +13,16 @@
 #include "common/npy.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
+#include "tests/support/run_inferlab.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using Result = testing::CommandResult;
 
 Result run(const std::string& arguments, const std::string& environment = "") {
-  const std::string command = environment + " " + std::string(INFERLAB_EXE) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return testing::run_command(INFERLAB_EXE, arguments, environment);
 }
 
 class Cli : public ::testing::Test {

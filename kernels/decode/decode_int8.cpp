@@ -1,0 +1,51 @@
+#include "kernels/decode/decode_int8.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+
+namespace inferlab {
+
+DecodeShape decode_shape(const Tensor<float>& q, const Int8KvCache& cache) {
+  const KvCacheShape& c = cache.shape();
+  check_rank(q, 3, "q");
+  require(q.dim(0) == c.batch && q.dim(2) == c.head_dim, "q.shape", to_string(q.shape()),
+          "must be [batch = " + std::to_string(c.batch) + ", num_heads, head_dim = " + std::to_string(c.head_dim) + "]");
+  require(q.dim(1) > 0 && q.dim(1) % c.num_kv_heads == 0, "num_heads (q.shape[1])", q.dim(1),
+          "must be a positive multiple of num_kv_heads = " + std::to_string(c.num_kv_heads));
+  for (int64_t b = 0; b < c.batch; ++b)
+    require(cache.length(b) > 0, "lengths[" + std::to_string(b) + "]", 0,
+            "decode needs the new token appended first");
+  return {c.batch, q.dim(1), c.num_kv_heads, c.max_seq_len, c.head_dim};
+}
+
+Tensor<double> decode_int8_reference(const Tensor<float>& q, const Int8KvCache& cache) {
+  const DecodeShape s = decode_shape(q, cache);
+  const int64_t d = s.head_dim;
+  Tensor<double> out(s.query_shape());
+  const double scale = 1.0 / std::sqrt(double(d));
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.num_heads; ++h) {
+      const int64_t g = h / s.group_size(), L = cache.length(b);
+      const float* q_row = q.data() + (b * s.num_heads + h) * d;
+      std::vector<double> p(static_cast<size_t>(L), 0.0);
+      double max_score = -INFINITY, sum = 0.0;
+      for (int64_t j = 0; j < L; ++j) {
+        double dot = 0.0;
+        for (int64_t c = 0; c < d; ++c) dot += double(q_row[c]) * double(cache.key(b, g, j, c));
+        p[size_t(j)] = dot * scale;
+        max_score = std::max(max_score, p[size_t(j)]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - max_score));
+      for (int64_t c = 0; c < d; ++c) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < L; ++j) acc += p[size_t(j)] * double(cache.value(b, g, j, c));
+        out[(b * s.num_heads + h) * d + c] = acc / sum;
+      }
+    }
+  return out;
+}
+
+}  // namespace inferlab

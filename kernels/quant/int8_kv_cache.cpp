@@ -1,0 +1,214 @@
+#include "kernels/quant/int8_kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "common/check.h"
+
+namespace inferlab {
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+bool all_finite(const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
+}
+
+[[noreturn]] void non_finite(const char* what, int64_t sequence, int64_t g) {
+  throw std::invalid_argument(std::string(what) + ": sequence " + std::to_string(sequence) + ", KV head " +
+                              std::to_string(g) + " holds a non-finite value (NaN/Inf): it cannot be quantized to "
+                              "INT8 and nothing was written");
+}
+
+}  // namespace
+
+std::string_view to_string(KeyScaling scaling) {
+  return scaling == KeyScaling::per_token ? "per_token" : "per_channel";
+}
+
+float int8_scale(float max_abs) {
+  return max_abs / 127.0f;
+}
+
+int8_t quantize_int8(float x, float scale) {
+  if (scale == 0.0f) return 0;
+  // Round first, then clamp in float: a value past the range saturates at ±127 instead of
+  // wrapping around through the int8 cast (128 → −128 would flip the sign).
+  const float r = std::round(x / scale);
+  return static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
+}
+
+Int8KvCache::Int8KvCache(const KvCacheShape& shape, KeyScaling key_scaling)
+    : shape_(shape), key_scaling_(key_scaling) {
+  require_positive("batch", shape.batch);
+  require_positive("num_kv_heads", shape.num_kv_heads);
+  require_positive("max_seq_len", shape.max_seq_len);
+  require_positive("head_dim", shape.head_dim);
+  require(shape.max_seq_len <= INT32_MAX, "max_seq_len", shape.max_seq_len, "must fit in int32");
+  lengths_.assign(size_t(shape.batch), 0);
+  k_.assign(size_t(shape.elements()), int8_t(-1));
+  v_.assign(size_t(shape.elements()), int8_t(-1));
+  const size_t token_scales = size_t(shape.batch * shape.num_kv_heads * shape.max_seq_len);
+  v_scales_.assign(token_scales, kNaN);
+  k_scales_.assign(key_scaling == KeyScaling::per_token ? token_scales
+                                                        : size_t(shape.batch * shape.num_kv_heads * shape.head_dim),
+                   kNaN);
+}
+
+void Int8KvCache::check_sequence(int64_t sequence) const {
+  require(sequence >= 0 && sequence < shape_.batch, "sequence", sequence,
+          "must be in [0, batch = " + std::to_string(shape_.batch) + ")");
+}
+
+int64_t Int8KvCache::length(int64_t sequence) const {
+  check_sequence(sequence);
+  return lengths_[size_t(sequence)];
+}
+
+int64_t Int8KvCache::max_length() const {
+  return *std::max_element(lengths_.begin(), lengths_.end());
+}
+
+size_t Int8KvCache::bytes() const {
+  return k_.size() + v_.size() + 4 * (k_scales_.size() + v_scales_.size());
+}
+
+void Int8KvCache::poison_unused() {
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    for (int64_t g = 0; g < shape_.num_kv_heads; ++g)
+      for (int64_t t = lengths_[size_t(b)]; t < shape_.max_seq_len; ++t) {
+        v_scales_[size_t(token_scale_index(b, g, t))] = kNaN;
+        if (key_scaling_ == KeyScaling::per_token) k_scales_[size_t(token_scale_index(b, g, t))] = kNaN;
+      }
+}
+
+void Int8KvCache::store_token(int64_t sequence, int64_t g, int64_t token, const float* k_row, const float* v_row) {
+  const int64_t d = shape_.head_dim;
+  const int64_t at = shape_.offset(sequence, g, token);
+  float v_max = 0.0f;
+  for (int64_t c = 0; c < d; ++c) v_max = std::max(v_max, std::fabs(v_row[c]));
+  const float v_scale = int8_scale(v_max);
+  v_scales_[size_t(token_scale_index(sequence, g, token))] = v_scale;
+  for (int64_t c = 0; c < d; ++c) v_[size_t(at + c)] = quantize_int8(v_row[c], v_scale);
+  if (key_scaling_ == KeyScaling::per_token) {
+    float k_max = 0.0f;
+    for (int64_t c = 0; c < d; ++c) k_max = std::max(k_max, std::fabs(k_row[c]));
+    const float k_scale = int8_scale(k_max);
+    k_scales_[size_t(token_scale_index(sequence, g, token))] = k_scale;
+    for (int64_t c = 0; c < d; ++c) k_[size_t(at + c)] = quantize_int8(k_row[c], k_scale);
+  } else {
+    for (int64_t c = 0; c < d; ++c) {
+      float& scale = k_scales_[size_t(channel_scale_index(sequence, g, c))];
+      if (std::isnan(scale)) scale = int8_scale(std::fabs(k_row[c]));  // no prompt: the first token calibrates
+      if (std::fabs(k_row[c]) > 127.5f * scale) ++saturated_;
+      k_[size_t(at + c)] = quantize_int8(k_row[c], scale);
+    }
+  }
+}
+
+void Int8KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v) {
+  check_sequence(sequence);
+  check_rank(k, 3, "k");
+  check_shape(v, k.shape(), "v");
+  const int64_t L = k.dim(1), d = shape_.head_dim;
+  require(k.dim(0) == shape_.num_kv_heads && k.dim(2) == d, "k.shape", to_string(k.shape()),
+          "must be [num_kv_heads, seq_len, head_dim]");
+  require(L <= shape_.max_seq_len, "seq_len (k.shape[1])", L, "exceeds the cache's max_seq_len");
+  for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
+    if (!all_finite(k.data() + g * L * d, L * d)) non_finite("k (prefill)", sequence, g);
+    if (!all_finite(v.data() + g * L * d, L * d)) non_finite("v (prefill)", sequence, g);
+  }
+  for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
+    if (key_scaling_ == KeyScaling::per_channel) {
+      for (int64_t c = 0; c < d; ++c) {
+        float max_abs = 0.0f;
+        for (int64_t t = 0; t < L; ++t) max_abs = std::max(max_abs, std::fabs(k[(g * L + t) * d + c]));
+        k_scales_[size_t(channel_scale_index(sequence, g, c))] = L > 0 ? int8_scale(max_abs) : kNaN;
+      }
+    }
+    for (int64_t t = 0; t < L; ++t) store_token(sequence, g, t, k.data() + (g * L + t) * d, v.data() + (g * L + t) * d);
+  }
+  lengths_[size_t(sequence)] = int32_t(L);
+  poison_unused();
+}
+
+void Int8KvCache::check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const {
+  const Shape token_shape{shape_.batch, shape_.num_kv_heads, shape_.head_dim};
+  check_shape(k_new, token_shape, "k_new");
+  check_shape(v_new, token_shape, "v_new");
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    require(lengths_[size_t(b)] < shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths_[size_t(b)],
+            "sequence " + std::to_string(b) + " is full (max_seq_len = " + std::to_string(shape_.max_seq_len) +
+                "): appending would write past the end of its cache");
+  const int64_t d = shape_.head_dim;
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
+      const int64_t row = (b * shape_.num_kv_heads + g) * d;
+      if (!all_finite(k_new.data() + row, d)) non_finite("k_new", b, g);
+      if (!all_finite(v_new.data() + row, d)) non_finite("v_new", b, g);
+    }
+}
+
+void Int8KvCache::append(const Tensor<float>& k_new, const Tensor<float>& v_new) {
+  check_append(k_new, v_new);
+  const int64_t d = shape_.head_dim;
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
+      const int64_t row = (b * shape_.num_kv_heads + g) * d;
+      store_token(b, g, lengths_[size_t(b)], k_new.data() + row, v_new.data() + row);
+    }
+  commit_append();
+}
+
+void Int8KvCache::commit_append() {
+  for (int32_t& length : lengths_) {
+    if (length >= shape_.max_seq_len) throw std::logic_error("Int8KvCache::commit_append: a sequence is full");
+    ++length;
+  }
+}
+
+float Int8KvCache::key_step(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const {
+  return key_scaling_ == KeyScaling::per_token ? k_scales_[size_t(token_scale_index(sequence, kv_head, token))]
+                                               : k_scales_[size_t(channel_scale_index(sequence, kv_head, c))];
+}
+
+float Int8KvCache::value_step(int64_t sequence, int64_t kv_head, int64_t token) const {
+  return v_scales_[size_t(token_scale_index(sequence, kv_head, token))];
+}
+
+float Int8KvCache::key(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const {
+  return dequantize_int8(k_[size_t(shape_.offset(sequence, kv_head, token) + c)], key_step(sequence, kv_head, token, c));
+}
+
+float Int8KvCache::value(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const {
+  return dequantize_int8(v_[size_t(shape_.offset(sequence, kv_head, token) + c)], value_step(sequence, kv_head, token));
+}
+
+Int8KvCache make_int8_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std::vector<int64_t>& lengths,
+                               KeyScaling key_scaling) {
+  check_rank(k, 4, "k");
+  check_shape(v, k.shape(), "v");
+  const KvCacheShape shape{k.dim(0), k.dim(1), k.dim(2), k.dim(3)};
+  require(int64_t(lengths.size()) == shape.batch, "lengths.size()", lengths.size(), "must equal batch");
+  Int8KvCache cache(shape, key_scaling);
+  const int64_t d = shape.head_dim;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int64_t L = lengths[size_t(b)];
+    require(L >= 0 && L <= shape.max_seq_len, "lengths[" + std::to_string(b) + "]", L, "must be in [0, max_seq_len]");
+    Tensor<float> k_b({shape.num_kv_heads, L, d}), v_b({shape.num_kv_heads, L, d});
+    for (int64_t g = 0; g < shape.num_kv_heads; ++g) {
+      std::copy_n(k.data() + shape.offset(b, g, 0), L * d, k_b.data() + g * L * d);
+      std::copy_n(v.data() + shape.offset(b, g, 0), L * d, v_b.data() + g * L * d);
+    }
+    cache.prefill(b, k_b, v_b);
+  }
+  return cache;
+}
+
+}  // namespace inferlab

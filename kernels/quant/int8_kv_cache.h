@@ -1,0 +1,133 @@
+#pragma once
+/// @file int8_kv_cache.h
+/// Chapter 04: the KV cache stored as symmetric INT8 with fp32 scales (one layer, on the host).
+///
+/// Layout: K and V are int8 [batch][num_kv_heads][max_seq_len][head_dim] (as kv_cache.h, one
+/// byte per element). Scales (fp32):
+///   - V: one per (token, KV head): v_scales [batch][num_kv_heads][max_seq_len];
+///   - K: per (token, KV head) as V (KeyScaling::per_token), or one per channel of each
+///     (sequence, KV head), k_scales [batch][num_kv_heads][head_dim] (KeyScaling::per_channel —
+///     the KIVI observation: a few channels of K carry outliers, so a per-token scale set by the
+///     outlier wastes the int8 range of every other channel). Per-channel scales are calibrated
+///     on the prompt (max |k| over its tokens, per channel; on the first token when the prompt
+///     is empty); later tokens are quantized with them and *saturate* where they exceed the
+///     range (counted by saturated_count()).
+///
+/// Quantization of x with scale Δ = max|x| / 127 over its group: q = clamp(round(x / Δ), −127,
+/// 127) — rounded, then clamped, never wrapped; x̂ = Δ·q, so |x̂ − x| ≤ Δ/2 inside the range.
+/// Non-finite input (NaN, ±Inf) is refused with std::invalid_argument naming the sequence and
+/// KV head; nothing is written then. Scales of unused slots are poisoned (NaN), so a kernel that
+/// reads past a sequence's length produces NaN.
+///
+///     bytes = 2 · batch · num_kv_heads · max_seq_len · (head_dim + 4)     (per-token scales)
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "common/tensor.h"
+#include "kernels/decode/kv_cache.h"
+
+namespace inferlab {
+
+/// The granularity of K's scales (V always has one scale per (token, KV head)).
+enum class KeyScaling {
+  per_token,    ///< one scale per (token, KV head), like V
+  per_channel,  ///< one scale per (channel, KV head, sequence), calibrated on the prompt
+};
+
+/// "per_token", "per_channel".
+std::string_view to_string(KeyScaling scaling);
+
+/// The scale of a group whose largest magnitude is @p max_abs: max_abs / 127 (0 for 0).
+float int8_scale(float max_abs);
+/// clamp(round(x / scale), −127, 127) (round half away from zero); 0 when scale is 0.
+int8_t quantize_int8(float x, float scale);
+/// scale · q.
+inline float dequantize_int8(int8_t q, float scale) { return scale * float(q); }
+
+/// A contiguous INT8 KV cache (see the file comment).
+class Int8KvCache {
+ public:
+  /// An empty cache; throws std::invalid_argument naming a size that is not positive.
+  Int8KvCache(const KvCacheShape& shape, KeyScaling key_scaling);
+
+  /// The sizes.
+  const KvCacheShape& shape() const { return shape_; }
+  /// The granularity of K's scales.
+  KeyScaling key_scaling() const { return key_scaling_; }
+  /// Tokens cached for every sequence.
+  const std::vector<int32_t>& lengths() const { return lengths_; }
+  /// Tokens cached for @p sequence.
+  int64_t length(int64_t sequence) const;
+  /// The longest length in the batch.
+  int64_t max_length() const;
+  /// Values clamped to ±127 so far (per-channel K only: tokens outside the prompt's range).
+  int64_t saturated_count() const { return saturated_; }
+  /// Bytes of K, V and all scales.
+  size_t bytes() const;
+
+  /// Quantizes and stores the prompt of @p sequence: @p k, @p v [num_kv_heads, seq_len, head_dim];
+  /// per-channel K scales are set from it. Throws std::invalid_argument on a shape error, a
+  /// prompt longer than max_seq_len, or a non-finite value (naming sequence and KV head).
+  void prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v);
+  /// Checks shapes ([batch, num_kv_heads, head_dim]), capacity and finiteness of one token per
+  /// sequence; throws std::invalid_argument naming the full sequence or the (sequence, KV head)
+  /// whose k_new or v_new holds a NaN/Inf. Every append version calls it before writing.
+  void check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const;
+  /// The CPU quantize-on-append ("cpu/append_int8"): check_append(), quantize each sequence's
+  /// token into slot lengths[b], commit_append().
+  void append(const Tensor<float>& k_new, const Tensor<float>& v_new);
+  /// Increments every length (after a device append wrote the slots).
+  void commit_append();
+  /// Adds @p count to saturated_count() (a device append reports its clamps).
+  void add_saturated(int64_t count) { saturated_ += count; }
+
+  /// K element (sequence, kv_head, token, c), dequantized.
+  float key(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const;
+  /// V element, dequantized.
+  float value(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const;
+  /// The quantization step (scale) of K element (sequence, kv_head, token, c).
+  float key_step(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const;
+  /// The quantization step of V row (sequence, kv_head, token).
+  float value_step(int64_t sequence, int64_t kv_head, int64_t token) const;
+
+  /// Flat index of the scale of (sequence, kv_head, token) in v_scales (and per-token k_scales).
+  int64_t token_scale_index(int64_t sequence, int64_t kv_head, int64_t token) const {
+    return (sequence * shape_.num_kv_heads + kv_head) * shape_.max_seq_len + token;
+  }
+  /// Flat index of channel c's scale of (sequence, kv_head) in per-channel k_scales.
+  int64_t channel_scale_index(int64_t sequence, int64_t kv_head, int64_t c) const {
+    return (sequence * shape_.num_kv_heads + kv_head) * shape_.head_dim + c;
+  }
+
+  /// Storage, for kernels and uploads.
+  std::vector<int8_t>& k_int8() { return k_; }
+  std::vector<int8_t>& v_int8() { return v_; }                 ///< V's int8 storage
+  std::vector<float>& k_scales() { return k_scales_; }         ///< K's scales
+  std::vector<float>& v_scales() { return v_scales_; }         ///< V's scales
+  const std::vector<int8_t>& k_int8() const { return k_; }     ///< K's int8 storage
+  const std::vector<int8_t>& v_int8() const { return v_; }     ///< V's int8 storage
+  const std::vector<float>& k_scales() const { return k_scales_; }  ///< K's scales
+  const std::vector<float>& v_scales() const { return v_scales_; }  ///< V's scales
+
+ private:
+  void check_sequence(int64_t sequence) const;
+  void poison_unused();
+  // Quantizes one token (k_row, v_row: head_dim floats) into slot @p token of (sequence, g).
+  void store_token(int64_t sequence, int64_t g, int64_t token, const float* k_row, const float* v_row);
+
+  KvCacheShape shape_;
+  KeyScaling key_scaling_;
+  std::vector<int32_t> lengths_;
+  std::vector<int8_t> k_, v_;
+  std::vector<float> k_scales_, v_scales_;
+  int64_t saturated_ = 0;
+};
+
+/// An INT8 cache holding @p k and @p v (full caches [batch, num_kv_heads, max_seq_len, head_dim],
+/// the first lengths[b] tokens of each sequence prefilled).
+Int8KvCache make_int8_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std::vector<int64_t>& lengths,
+                               KeyScaling key_scaling);
+
+}  // namespace inferlab

@@ -1,0 +1,186 @@
+// Chapter 04: the INT8 KV cache and INT8 decode. Compiled three times (CMakeLists.txt): the cpu
+// versions, the CUDA kernels on the sim backend (the SIMT emulator, plus thread-schedule
+// checks) and on the cuda backend (skips, saying why, without a GPU).
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "kernels/decode/registry.h"
+#include "tests/support/int8_check.h"
+#include "tests/support/schedules.h"
+#include "tests/support/seeded.h"
+
+namespace inferlab {
+namespace {
+
+using testing::Int8Case;
+
+#if defined(INFERLAB_TEST_BACKEND_SIM)
+constexpr Backend kBackend = Backend::sim;
+constexpr int64_t kMaxLength = 65;  // the emulator runs small grids
+#define INFERLAB_SKIP_WITHOUT_BACKEND()
+#elif defined(INFERLAB_TEST_BACKEND_CUDA)
+constexpr Backend kBackend = Backend::cuda;
+constexpr int64_t kMaxLength = 129;
+#define INFERLAB_SKIP_WITHOUT_BACKEND() \
+  if (!backend_available(Backend::cuda)) GTEST_SKIP() << backend_unavailable_reason(Backend::cuda)
+#else
+constexpr Backend kBackend = Backend::cpu;
+constexpr int64_t kMaxLength = 129;
+#define INFERLAB_SKIP_WITHOUT_BACKEND()
+#endif
+
+const Int8AppendFn& append_fn() {
+  return int8_append_version_for(kBackend).run;
+}
+
+// ---- quantization: saturation, round trip, non-finite input ----
+
+#if !defined(INFERLAB_TEST_BACKEND_SIM) && !defined(INFERLAB_TEST_BACKEND_CUDA)
+TEST(Int8Quantize, RoundsThenClampsNeverWraps) {
+  EXPECT_TRUE(testing::quantizer_saturates(quantize_int8));
+}
+#endif
+
+TEST(Int8Append, RoundTripWithinHalfAStepPerTokenScales) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  EXPECT_TRUE(testing::round_trip_within_half_step(append_fn(), KeyScaling::per_token, 5));
+}
+
+TEST(Int8Append, PerChannelScalesSaturateOutsideThePromptRange) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  EXPECT_TRUE(testing::round_trip_within_half_step(append_fn(), KeyScaling::per_channel, 5));
+}
+
+TEST(Int8Append, NonFiniteInputIsAnErrorNamingSequenceAndHead) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  EXPECT_TRUE(testing::append_rejects_non_finite(append_fn()));
+}
+
+TEST(Int8Append, FullSequenceIsAnError) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  Int8KvCache cache({2, 1, 1, 8}, KeyScaling::per_token);
+  Tensor<float> k_new({2, 1, 8}), v_new({2, 1, 8});
+  for (int64_t i = 0; i < k_new.size(); ++i) k_new[i] = 0.5f + float(i), v_new[i] = 1.0f - float(i);
+  append_fn()(cache, k_new, v_new);
+  EXPECT_THROW(append_fn()(cache, k_new, v_new), std::invalid_argument);
+  EXPECT_EQ(cache.length(0), 1);
+}
+
+#if !defined(INFERLAB_TEST_BACKEND_CUDA)
+// The device append writes the same bytes and scales as the CPU append.
+TEST(Int8Append, SameBytesAsTheCpuAppend) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  for (KeyScaling scaling : {KeyScaling::per_token, KeyScaling::per_channel}) {
+    Int8KvCache device({3, 2, 6, 36}, scaling), host({3, 2, 6, 36}, scaling);
+    for (int t = 0; t < 4; ++t) {
+      Tensor<float> k_new({3, 2, 36}), v_new({3, 2, 36});
+      for (int64_t i = 0; i < k_new.size(); ++i) k_new[i] = rng.normal() * (i % 36 == 3 ? 10.0f : 1.0f), v_new[i] = rng.normal();
+      append_fn()(device, k_new, v_new);
+      int8_append_version_for(Backend::cpu).run(host, k_new, v_new);
+    }
+    EXPECT_EQ(device.k_int8(), host.k_int8()) << to_string(scaling);
+    EXPECT_EQ(device.v_int8(), host.v_int8()) << to_string(scaling);
+    EXPECT_EQ(device.saturated_count(), host.saturated_count()) << to_string(scaling);
+    for (size_t i = 0; i < host.v_scales().size(); ++i) {
+      if (!std::isnan(host.v_scales()[i])) {
+        EXPECT_EQ(device.v_scales()[i], host.v_scales()[i]) << i;
+      }
+    }
+  }
+}
+#endif
+
+// ---- decode: within the derived bound of the fp32 decode; exact over its own dequantized cache ----
+
+struct Int8VersionCase {
+  const Int8DecodeVersion* version;
+  Int8Case shape;
+};
+
+std::vector<Int8VersionCase> version_cases() {
+  std::vector<Int8VersionCase> cases;
+  for (const Int8DecodeVersion& version : int8_decode_versions())
+    if (version.backend == kBackend)
+      for (const Int8Case& c : testing::int8_decode_cases(kMaxLength)) cases.push_back({&version, c});
+  return cases;
+}
+
+void PrintTo(const Int8VersionCase& c, std::ostream* out) {
+  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
+}
+
+class Int8Decode : public ::testing::TestWithParam<Int8VersionCase> {};
+
+TEST_P(Int8Decode, WithinTheBoundDerivedFromTheQuantizationStep) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  const Int8VersionCase& c = GetParam();
+  testing::Int8Errors errors;
+  EXPECT_TRUE(testing::int8_decode_within_budget(c.version->run, append_fn(), c.shape, &errors)) << c.version->name;
+  std::cout << c.version->name << " " << c.shape.name() << ": relative error " << errors.rel_frobenius
+            << ", max |err| " << errors.max_abs << " (bound " << errors.bound << "), softmax KL " << errors.max_kl
+            << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ch04, Int8Decode, ::testing::ValuesIn(version_cases()),
+                         [](const ::testing::TestParamInfo<Int8VersionCase>& info) {
+                           std::string name = info.param.version->name + "_" + info.param.shape.name();
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Int8Decode);
+
+// Per-channel K scales beat per-token ones on keys with outlier channels (the KIVI observation).
+#if !defined(INFERLAB_TEST_BACKEND_SIM) && !defined(INFERLAB_TEST_BACKEND_CUDA)
+TEST(Int8Decode, PerChannelKeyScalesHelpWithOutlierChannels) {
+  const Int8DecodeVersion& version = int8_decode_versions().front();
+  testing::Int8Errors token_errors, channel_errors;
+  const Int8Case per_token{{257, 129}, 0, 8, 2, 128, KeyScaling::per_token, 4, 20.0f};
+  Int8Case per_channel = per_token;
+  per_channel.key_scaling = KeyScaling::per_channel;
+  ASSERT_TRUE(testing::int8_decode_within_budget(version.run, append_fn(), per_token, &token_errors));
+  ASSERT_TRUE(testing::int8_decode_within_budget(version.run, append_fn(), per_channel, &channel_errors));
+  std::cout << "outliers ×20 in 4 of 128 K channels: per-token rel " << token_errors.rel_frobenius << " KL "
+            << token_errors.max_kl << "; per-channel rel " << channel_errors.rel_frobenius << " KL "
+            << channel_errors.max_kl << "\n";
+  EXPECT_LT(channel_errors.max_kl, token_errors.max_kl);
+}
+#endif
+
+#if defined(INFERLAB_TEST_BACKEND_SIM)
+// ---- sim: the same decode launch under forward, reverse and shuffled thread orders ----
+TEST(Int8DecodeSchedules, SameBitsUnderEveryThreadOrder) {
+  testing::SeededRng rng;
+  for (KeyScaling scaling : {KeyScaling::per_token, KeyScaling::per_channel})
+    for (int64_t d : {int64_t(80), int64_t(36)}) {
+      Tensor<float> k({2, 2, 40, d}), v({2, 2, 40, d});
+      for (int64_t i = 0; i < k.size(); ++i) k[i] = rng.normal(), v[i] = rng.normal();
+      const Int8KvCache cache = make_int8_kv_cache(k, v, {37, 9}, scaling);
+      Tensor<float> q({2, 8, d});
+      for (int64_t i = 0; i < q.size(); ++i) q[i] = rng.normal();
+      EXPECT_TRUE(testing::host_same_under_schedules([&](Tensor<float>& out) { sim::decode_int8_cuda(q, cache, out); },
+                                                     q.shape()))
+          << to_string(scaling) << " d = " << d;
+    }
+}
+
+TEST(Int8AppendSchedules, SameBytesUnderEveryThreadOrder) {
+  testing::SeededRng rng;
+  Tensor<float> k_new({2, 3, 40}), v_new({2, 3, 40});
+  for (int64_t i = 0; i < k_new.size(); ++i) k_new[i] = rng.normal(), v_new[i] = rng.normal();
+  Int8KvCache first({2, 3, 4, 40}, KeyScaling::per_token);
+  sim::int8_append_cuda(first, k_new, v_new);
+  for (const simt::Schedule& schedule : testing::default_schedules()) {
+    simt::ScopedSchedule scoped(schedule);
+    Int8KvCache again({2, 3, 4, 40}, KeyScaling::per_token);
+    sim::int8_append_cuda(again, k_new, v_new);
+    EXPECT_EQ(again.k_int8(), first.k_int8());
+    EXPECT_EQ(again.v_int8(), first.v_int8());
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace inferlab

@@ -1,0 +1,266 @@
+#include "tests/support/int8_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "common/tolerance.h"
+#include "tests/support/seeded.h"
+
+namespace inferlab::testing {
+
+namespace {
+
+// K with a few outlier channels (large magnitude and a bias, as in real models' keys), V plain.
+void fill_kv(Rng& rng, const Int8Case& c, int64_t channels_offset, float* k, float* v, int64_t rows) {
+  const int64_t d = c.head_dim;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t ch = 0; ch < d; ++ch) {
+      const bool outlier = (ch + channels_offset) % d < c.outlier_channels;
+      k[r * d + ch] = outlier ? c.outlier_magnitude * (1.0f + 0.5f * rng.normal()) : rng.normal();
+      v[r * d + ch] = rng.normal();
+    }
+}
+
+}  // namespace
+
+std::string Int8Case::name() const {
+  std::ostringstream out;
+  out << "b" << lengths.size() << "_L";
+  for (size_t i = 0; i < lengths.size(); ++i) out << (i ? "_" : "") << lengths[i];
+  out << "_steps" << steps << "_h" << num_heads << "_kv" << num_kv_heads << "_d" << head_dim << "_"
+      << to_string(key_scaling) << "_out" << outlier_channels;
+  return out.str();
+}
+
+std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
+  std::vector<Int8Case> all;
+  for (KeyScaling scaling : {KeyScaling::per_token, KeyScaling::per_channel}) {
+    // Per-channel scales are calibrated on the prompt: the decoded tokens are prefilled too
+    // (steps = 0 decodes the last token of the prompt), so nothing saturates.
+    const int64_t steps = scaling == KeyScaling::per_token ? 2 : 0;
+    all.push_back({{1}, scaling == KeyScaling::per_token ? 1 : 0, 1, 1, 64, scaling, 0});
+    all.push_back({{2, 31, 9}, steps, 4, 4, 96, scaling, 3});
+    all.push_back({{33, 5}, steps, 8, 2, 80, scaling, 4});
+    all.push_back({{129, 17}, steps, 8, 1, 128, scaling, 2});
+    all.push_back({{57}, steps, 2, 2, 128, scaling, 4, 20.0f});
+    all.push_back({{9, 4}, steps, 4, 2, 36, scaling, 1});
+    all.push_back({{7, 12, 3}, steps, 8, 8, 20, scaling, 0});
+  }
+  std::vector<Int8Case> kept;
+  for (const Int8Case& c : all)
+    if (*std::max_element(c.lengths.begin(), c.lengths.end()) <= max_length) kept.push_back(c);
+  return kept;
+}
+
+::testing::AssertionResult int8_decode_within_budget(const Int8DecodeFn& decode, const Int8AppendFn& append,
+                                                     const Int8Case& c, Int8Errors* errors) {
+  SeededRng rng;
+  const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
+  const int64_t max_seq_len = *std::max_element(c.lengths.begin(), c.lengths.end()) + 2;
+  const KvCacheShape shape{B, G, max_seq_len, d};
+  Int8KvCache int8_cache(shape, c.key_scaling);
+  KvCache fp32_cache(shape, KvDtype::fp32);
+  // Each sequence's whole K and V, [G][length][d].
+  std::vector<std::vector<float>> k_all(static_cast<size_t>(B)), v_all(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t L = c.lengths[size_t(b)];
+    k_all[size_t(b)].resize(size_t(G * L * d));
+    v_all[size_t(b)].resize(size_t(G * L * d));
+    fill_kv(rng, c, 0, k_all[size_t(b)].data(), v_all[size_t(b)].data(), G * L);
+    const int64_t prompt = L - c.steps;
+    Tensor<float> k_p({G, prompt, d}), v_p({G, prompt, d});
+    for (int64_t g = 0; g < G; ++g) {
+      std::copy_n(k_all[size_t(b)].data() + g * L * d, prompt * d, k_p.data() + g * prompt * d);
+      std::copy_n(v_all[size_t(b)].data() + g * L * d, prompt * d, v_p.data() + g * prompt * d);
+    }
+    int8_cache.prefill(b, k_p, v_p);
+    fp32_cache.prefill(b, k_p, v_p);
+  }
+  const DecodeVersion& ch03 = find_decode_version("cpu/decode_simd", Backend::cpu, KvDtype::fp32);
+  for (int64_t step = 0; step <= c.steps; ++step) {
+    if (step > 0) {  // append token (length − steps + step − 1) of every sequence
+      Tensor<float> k_new({B, G, d}), v_new({B, G, d});
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t L = c.lengths[size_t(b)], t = L - c.steps + step - 1;
+        for (int64_t g = 0; g < G; ++g) {
+          std::copy_n(k_all[size_t(b)].data() + (g * L + t) * d, d, k_new.data() + (b * G + g) * d);
+          std::copy_n(v_all[size_t(b)].data() + (g * L + t) * d, d, v_new.data() + (b * G + g) * d);
+        }
+      }
+      append(int8_cache, k_new, v_new);
+      fp32_cache.append(k_new, v_new);
+    }
+    if (step == 0 && c.steps > 0) continue;  // decode follows each append (steps = 0: the prefilled state)
+    Tensor<float> q({B, H, d});
+    for (int64_t i = 0; i < q.size(); ++i) q[i] = rng.normal();
+    Tensor<float> out(q.shape()), out_ch03(q.shape());
+    std::fill(out.data(), out.data() + out.size(), std::numeric_limits<float>::quiet_NaN());
+    decode(q, int8_cache, out);
+    ch03.run(q, fp32_cache, out_ch03);
+    const Tensor<double> exact = decode_reference(q, fp32_cache);
+    const Tensor<double> dequantized = decode_int8_reference(q, int8_cache);
+
+    Int8Errors e;
+    e.bound = std::numeric_limits<double>::infinity();
+    double diff2 = 0.0, ref2 = 0.0, max_logit = 0.0;
+    std::ostringstream where;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t L = int8_cache.length(b);
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / (H / G);
+        const float* q_row = q.data() + (b * H + h) * d;
+        // The derived bound for this (sequence, head): E from the K steps, max|v|, max Δv.
+        double E = 0.0, max_v = 0.0, max_dv = 0.0, kl = 0.0;
+        std::vector<double> s(static_cast<size_t>(L)), s_hat(static_cast<size_t>(L));
+        for (int64_t j = 0; j < L; ++j) {
+          double e_j = 0.0, dot = 0.0, dot_hat = 0.0;
+          for (int64_t ch = 0; ch < d; ++ch) {
+            e_j += std::fabs(double(q_row[ch])) * int8_cache.key_step(b, g, j, ch);
+            dot += double(q_row[ch]) * fp32_cache.key(b, g, j, ch);
+            dot_hat += double(q_row[ch]) * int8_cache.key(b, g, j, ch);
+            max_v = std::max(max_v, double(std::fabs(fp32_cache.value(b, g, j, ch))));
+          }
+          E = std::max(E, e_j / (2.0 * std::sqrt(double(d))));
+          max_dv = std::max(max_dv, double(int8_cache.value_step(b, g, j)));
+          s[size_t(j)] = dot / std::sqrt(double(d));
+          s_hat[size_t(j)] = dot_hat / std::sqrt(double(d));
+          max_logit = std::max(max_logit, std::fabs(s[size_t(j)]));
+        }
+        // KL(p ‖ p̂) of the softmax weights.
+        const double m = *std::max_element(s.begin(), s.end()), m_hat = *std::max_element(s_hat.begin(), s_hat.end());
+        double z = 0.0, z_hat = 0.0;
+        for (int64_t j = 0; j < L; ++j) {
+          z += std::exp(s[size_t(j)] - m);
+          z_hat += std::exp(s_hat[size_t(j)] - m_hat);
+        }
+        for (int64_t j = 0; j < L; ++j) {
+          const double p = std::exp(s[size_t(j)] - m) / z, p_hat = std::exp(s_hat[size_t(j)] - m_hat) / z_hat;
+          if (p > 0.0) kl += p * std::log(p / p_hat);
+        }
+        e.max_kl = std::max(e.max_kl, kl);
+        const double bound = int8_kv_output_bound(E, max_v, max_dv, max_logit);
+        e.bound = std::min(e.bound, bound);
+        const Tolerance exact_tol = attention_tolerance(Precision::fp32, max_logit);
+        for (int64_t ch = 0; ch < d; ++ch) {
+          const int64_t i = (b * H + h) * d + ch;
+          const double o = out[i];
+          if (!std::isfinite(o))
+            return ::testing::AssertionFailure() << c.name() << ": out[" << b << "][" << h << "][" << ch
+                                                 << "] = " << o << " (NaN/Inf)";
+          const double own = std::fabs(o - dequantized[i]);
+          if (own > exact_tol.max_abs * std::max(1.0, max_v))
+            return ::testing::AssertionFailure()
+                   << c.name() << ": out[" << b << "][" << h << "][" << ch << "] = " << o
+                   << " differs from the float64 decode of its own dequantized cache (" << dequantized[i]
+                   << ") by " << own << ": not a quantization error but a kernel error (wrong scale or row?)";
+          const double err = std::fabs(o - exact[i]), err_ch03 = std::fabs(o - double(out_ch03[i]));
+          e.max_abs = std::max(e.max_abs, err);
+          diff2 += err * err;
+          ref2 += exact[i] * exact[i];
+          if (err > bound || err_ch03 > bound + exact_tol.max_abs * std::max(1.0, max_v))
+            where << " out[" << b << "][" << h << "][" << ch << "]: |err| = " << err << " (vs ch03 " << err_ch03
+                  << ") > bound " << bound << " (E = " << E << ", max|v| = " << max_v << ", max Δv = " << max_dv
+                  << ", KL = " << kl << ");";
+        }
+      }
+    }
+    e.rel_frobenius = std::sqrt(diff2 / std::max(ref2, 1e-300));
+    if (errors != nullptr) *errors = e;
+    if (!where.str().empty())
+      return ::testing::AssertionFailure() << c.name() << " step " << step << ": relative error " << e.rel_frobenius
+                                           << ", max KL " << e.max_kl << ", outside the derived INT8 bound:"
+                                           << where.str().substr(0, 2000);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult quantizer_saturates(const std::function<int8_t(float x, float scale)>& quantize) {
+  const float scale = 0.1f;
+  for (float x : {0.0f, 0.04f, -0.06f, 3.3f, 12.7f, 12.74f, 12.76f, 12.8f, 13.0f, 50.0f, 1e30f, -12.76f, -12.8f,
+                  -50.0f, -1e30f}) {
+    const float r = std::round(x / scale);
+    const int expected = int(std::clamp(r, -127.0f, 127.0f));
+    const int got = quantize(x, scale);
+    if (got != expected)
+      return ::testing::AssertionFailure() << "quantize(" << x << ", scale " << scale << ") = " << got
+                                           << ", expected " << expected
+                                           << " (round, then clamp to [−127, 127]: never wrap)";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult round_trip_within_half_step(const Int8AppendFn& append, KeyScaling key_scaling,
+                                                       int64_t tokens) {
+  SeededRng rng;
+  const Int8Case c{{tokens, tokens}, tokens, 4, 2, 80, key_scaling, 3, 10.0f};
+  const int64_t B = 2, G = 2, d = c.head_dim;
+  Int8KvCache cache({B, G, tokens + 1, d}, key_scaling);
+  for (int64_t t = 0; t < tokens; ++t) {
+    Tensor<float> k_new({B, G, d}), v_new({B, G, d});
+    fill_kv(rng, c, t % 2, k_new.data(), v_new.data(), B * G);  // outliers move: per-channel must saturate
+    append(cache, k_new, v_new);
+    for (int64_t b = 0; b < B; ++b) {
+      if (cache.length(b) != t + 1)
+        return ::testing::AssertionFailure() << "lengths[" << b << "] = " << cache.length(b) << " after " << t + 1
+                                             << " appends";
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t ch = 0; ch < d; ++ch) {
+          const size_t i = size_t((b * G + g) * d + ch);
+          const int8_t byte = cache.k_int8()[size_t(cache.shape().offset(b, g, t) + ch)];
+          if (byte == -128) return ::testing::AssertionFailure() << "K byte −128 at token " << t;
+          for (int kv = 0; kv < 2; ++kv) {
+            const double x = kv == 0 ? k_new[int64_t(i)] : v_new[int64_t(i)];
+            const double step = kv == 0 ? cache.key_step(b, g, t, ch) : cache.value_step(b, g, t);
+            const double x_hat = kv == 0 ? cache.key(b, g, t, ch) : cache.value(b, g, t, ch);
+            const double limit = 127.0 * step;
+            const bool inside = std::fabs(x) <= limit + 0.5 * step;
+            const double expected = inside ? x : std::copysign(limit, x);
+            const double allowed = inside ? int8_round_trip_bound(step) : 1e-6 * limit;
+            if (!(std::fabs(x_hat - expected) <= allowed))
+              return ::testing::AssertionFailure()
+                     << (kv == 0 ? "K" : "V") << "[" << b << "][" << g << "][" << t << "][" << ch << "] = " << x
+                     << " dequantizes to " << x_hat << " (step " << step << "): "
+                     << (inside ? "more than half a step away" : "not saturated to ±127·step");
+          }
+        }
+    }
+  }
+  if (key_scaling == KeyScaling::per_channel && cache.saturated_count() == 0)
+    return ::testing::AssertionFailure() << "per-channel K: no value saturated (saturated_count() = 0), though "
+                                            "the outlier channels moved past the calibrated range";
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult append_rejects_non_finite(const Int8AppendFn& append) {
+  SeededRng rng;
+  const int64_t B = 2, G = 3, d = 64;
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
+    for (int which = 0; which < 2; ++which) {
+      Int8KvCache cache({B, G, 8, d}, KeyScaling::per_token);
+      Tensor<float> k_new({B, G, d}), v_new({B, G, d});
+      for (int64_t i = 0; i < k_new.size(); ++i) k_new[i] = rng.normal(), v_new[i] = rng.normal();
+      append(cache, k_new, v_new);
+      const Int8KvCache before = cache;
+      (which == 0 ? k_new : v_new)[(1 * G + 2) * d + 5] = bad;
+      try {
+        append(cache, k_new, v_new);
+        return ::testing::AssertionFailure() << "a " << bad << " in " << (which == 0 ? "k_new" : "v_new")
+                                             << " was appended without an error";
+      } catch (const std::invalid_argument& error) {
+        const std::string message = error.what();
+        if (message.find("sequence 1") == std::string::npos || message.find("KV head 2") == std::string::npos)
+          return ::testing::AssertionFailure() << "the error does not name sequence 1, KV head 2: " << message;
+      }
+      if (cache.lengths() != before.lengths() || cache.k_int8() != before.k_int8() ||
+          cache.v_int8() != before.v_int8() ||
+          std::memcmp(cache.v_scales().data(), before.v_scales().data(), 4 * cache.v_scales().size()) != 0)
+        return ::testing::AssertionFailure() << "a refused append changed the cache";
+    }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace inferlab::testing

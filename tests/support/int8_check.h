@@ -1,0 +1,72 @@
+#pragma once
+/// @file int8_check.h
+/// The checks of chapter 04 (INT8 KV cache), shared by the real versions and the wrong fixtures
+/// in tests/wrong: the quantizer saturates, quantize → dequantize stays within half a step,
+/// non-finite input is refused, and INT8 decode stays within the bound derived from the
+/// quantization steps (common/tolerance.h: int8_kv_output_bound) while matching the float64
+/// oracle of its own dequantized cache within the fp32 tolerance.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/decode/decode_int8.h"
+#include "kernels/decode/registry.h"
+
+namespace inferlab::testing {
+
+/// One INT8 decode test shape, with the data's outlier channels in K.
+struct Int8Case {
+  std::vector<int64_t> lengths{1};        ///< final length of each sequence
+  int64_t steps = 1;                      ///< tokens appended (and decoded) one at a time at the end
+  int64_t num_heads = 1;                  ///< query heads
+  int64_t num_kv_heads = 1;               ///< KV heads
+  int64_t head_dim = 64;                  ///< d
+  KeyScaling key_scaling = KeyScaling::per_token;  ///< K's scale granularity
+  int64_t outlier_channels = 0;           ///< channels of K with large magnitude (as real models have)
+  float outlier_magnitude = 10.0f;        ///< their scale relative to the other channels
+
+  /// "b2_L9-33_steps2_h8_kv2_d80_per_token_out3".
+  std::string name() const;
+};
+
+/// The measured error of one decode step against the unquantized attention.
+struct Int8Errors {
+  double rel_frobenius = 0.0;  ///< ‖ô − o‖/‖o‖ against the float64 oracle of the fp32 data
+  double max_abs = 0.0;        ///< max |ô − o|
+  double bound = 0.0;          ///< the derived per-element bound (smallest over the sequences)
+  double max_kl = 0.0;         ///< max over (sequence, head) of KL(p ‖ p̂) of the softmax weights
+};
+
+/// The odd shapes: ragged batches, L = 1 … 129 (capped at @p max_length), head_dim 64/80/96/128
+/// and 36/20 (off the vector path), GQA 1/2/4/8, both K scalings, with and without outliers.
+std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
+
+/// Replays generation for @p c: prefill length − steps tokens into an Int8KvCache and an fp32
+/// KvCache, then each step @p append (int8) / KvCache::append (fp32) one token and run @p decode;
+/// checks every step (a) finite, (b) within attention_tolerance(fp32) of decode_int8_reference
+/// (the exact result over the dequantized cache), (c) within int8_kv_output_bound of
+/// decode_reference over the fp32 data and of the chapter-03 cpu/decode_simd. The message
+/// names the step, relative error, max-abs against the bound, softmax KL and the seed.
+/// @p errors (when given) receives the errors of the last step.
+::testing::AssertionResult int8_decode_within_budget(const Int8DecodeFn& decode, const Int8AppendFn& append,
+                                                     const Int8Case& c, Int8Errors* errors = nullptr);
+
+/// Quantizes values in and beyond ±127·scale with @p quantize and compares each with
+/// clamp(round(x / scale), −127, 127): fails on wrap-around (e.g. 128 → −128).
+::testing::AssertionResult quantizer_saturates(const std::function<int8_t(float x, float scale)>& quantize);
+
+/// Appends @p tokens random tokens (with outlier channels) with @p append to an empty cache of
+/// @p key_scaling and checks each element: within int8_round_trip_bound(step) of its input when
+/// the input is inside ±127·step, else saturated to ±127·step with the input's sign; no byte is
+/// −128; lengths advanced.
+::testing::AssertionResult round_trip_within_half_step(const Int8AppendFn& append, KeyScaling key_scaling,
+                                                       int64_t tokens);
+
+/// A NaN (and an Inf) in k_new / v_new of (sequence 1, KV head 2) must throw
+/// std::invalid_argument naming "sequence 1" and "KV head 2", changing no byte and no length.
+::testing::AssertionResult append_rejects_non_finite(const Int8AppendFn& append);
+
+}  // namespace inferlab::testing

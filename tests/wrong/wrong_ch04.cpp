@@ -1,0 +1,82 @@
+// Wrong chapter-04 implementations, run through the very checks the real versions pass
+// (tests/support/int8_check.h): each mistake must be rejected, and the same code without the
+// mistake must pass.
+//   - a decode that takes each V row's scale from the next token (a scale indexing slip);
+//   - a quantizer that casts to int8 without clamping (128 wraps to −128: the sign flips).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <vector>
+
+#include "tests/support/int8_check.h"
+
+namespace inferlab {
+namespace {
+
+// A scalar INT8 decode; with @p wrong_token_scale each V row j uses the scale of row (j+1) mod L.
+void scalar_decode_int8(const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out, bool wrong_token_scale) {
+  const DecodeShape s = decode_shape(q, cache);
+  const int64_t d = s.head_dim;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.num_heads; ++h) {
+      const int64_t g = h / s.group_size(), L = cache.length(b);
+      std::vector<float> p(static_cast<size_t>(L));
+      float max_score = -INFINITY, sum = 0.0f;
+      for (int64_t j = 0; j < L; ++j) {
+        float dot = 0.0f;
+        for (int64_t c = 0; c < d; ++c) dot += q[(b * s.num_heads + h) * d + c] * cache.key(b, g, j, c);
+        p[size_t(j)] = dot / std::sqrt(float(d));
+        max_score = std::max(max_score, p[size_t(j)]);
+      }
+      for (float& x : p) sum += (x = std::exp(x - max_score));
+      for (int64_t c = 0; c < d; ++c) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < L; ++j) {
+          const int64_t scale_token = wrong_token_scale ? (j + 1) % L : j;
+          const int8_t byte = cache.v_int8()[size_t(cache.shape().offset(b, g, j) + c)];
+          acc += p[size_t(j)] * dequantize_int8(byte, cache.value_step(b, g, scale_token));
+        }
+        out[(b * s.num_heads + h) * d + c] = acc / sum;
+      }
+    }
+}
+
+Int8DecodeFn decode_with(bool wrong_token_scale) {
+  return [wrong_token_scale](const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out) {
+    scalar_decode_int8(q, cache, out, wrong_token_scale);
+  };
+}
+
+const Int8AppendFn cpu_append = [](Int8KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+  cache.append(k_new, v_new);
+};
+
+TEST(WrongCh04, FixtureWithoutMistakesPasses) {
+  for (const testing::Int8Case& c : testing::int8_decode_cases(65))
+    EXPECT_TRUE(testing::int8_decode_within_budget(decode_with(false), cpu_append, c)) << c.name();
+}
+
+TEST(WrongCh04, ScaleFromTheWrongTokenIsRejected) {
+  const auto result = testing::int8_decode_within_budget(decode_with(true), cpu_append,
+                                                         {{33, 9}, 2, 8, 2, 64, KeyScaling::per_token, 2});
+  ASSERT_FALSE(result);
+  std::cout << result.message() << "\n";
+  for (const testing::Int8Case& c : testing::int8_decode_cases(65)) {
+    if (*std::min_element(c.lengths.begin(), c.lengths.end()) == 1 && c.lengths.size() == 1) continue;  // L = 1: j+1 ≡ j
+    EXPECT_FALSE(testing::int8_decode_within_budget(decode_with(true), cpu_append, c)) << c.name();
+  }
+}
+
+TEST(WrongCh04, QuantizerThatWrapsIsRejected) {
+  const auto wrapping = [](float x, float scale) -> int8_t {
+    return static_cast<int8_t>(static_cast<int>(std::round(x / scale)));  // no clamp: 128 → −128
+  };
+  const auto result = testing::quantizer_saturates(wrapping);
+  ASSERT_FALSE(result);
+  std::cout << result.message() << "\n";
+  EXPECT_TRUE(testing::quantizer_saturates(quantize_int8));
+}
+
+}  // namespace
+}  // namespace inferlab
