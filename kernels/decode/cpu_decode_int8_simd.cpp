@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/attention/cpu_simd.h"
+#include "kernels/decode/cpu_decode_keys.h"
 #include "kernels/decode/decode_int8.h"
 
 namespace inferlab {
@@ -26,38 +27,7 @@ using simd::AlignedFloats;
 using simd::kLanes;
 using simd::round_up;
 using simd::Vec;
-
-constexpr int64_t kKeys = 4;
-
-// kLanes int8 at @p p widened to floats.
-inline Vec load_floats(const int8_t* p) {
-#if defined(__AVX512F__)
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#elif defined(__AVX2__) && defined(__FMA__)
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-#else
-  float f[kLanes];
-  for (int i = 0; i < kLanes; ++i) f[i] = float(p[i]);
-  return simd::load(f);
-#endif
-}
-inline Vec load_floats(const float* p) { return simd::load(p); }
-
-template <class T>
-void dot_keys(const float* q, const T* const row[kKeys], int64_t d_pad, float* scores) {
-  Vec acc0 = simd::broadcast(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-  for (int64_t c = 0; c < d_pad; c += kLanes) {
-    const Vec qc = simd::load(q + c);
-    acc0 = simd::fma(qc, load_floats(row[0] + c), acc0);
-    acc1 = simd::fma(qc, load_floats(row[1] + c), acc1);
-    acc2 = simd::fma(qc, load_floats(row[2] + c), acc2);
-    acc3 = simd::fma(qc, load_floats(row[3] + c), acc3);
-  }
-  scores[0] = simd::reduce_add(acc0);
-  scores[1] = simd::reduce_add(acc1);
-  scores[2] = simd::reduce_add(acc2);
-  scores[3] = simd::reduce_add(acc3);
-}
+using namespace decode_keys;
 
 }  // namespace
 
@@ -146,24 +116,14 @@ void decode_int8_cpu_simd(const Tensor<float>& q, const Int8KvCache& cache, Tens
         const int64_t n = std::min(kKeys, L - j);
         for (int64_t r = 0; r < group; ++r) {
           const float* p_row = scores.data() + r * score_stride + j;
-          const auto pv = [&](int64_t i) { return i < n ? p_row[i] * v_scale_row[j + i] : 0.0f; };
-          const Vec p0 = simd::broadcast(pv(0)), p1 = simd::broadcast(pv(1)), p2 = simd::broadcast(pv(2)),
-                    p3 = simd::broadcast(pv(3));
+          const float p[kKeys] = {0 < n ? p_row[0] * v_scale_row[j] : 0.0f, 1 < n ? p_row[1] * v_scale_row[j + 1] : 0.0f,
+                                  2 < n ? p_row[2] * v_scale_row[j + 2] : 0.0f,
+                                  3 < n ? p_row[3] * v_scale_row[j + 3] : 0.0f};
           float* a = acc.data() + r * d_pad;
-          const auto fma4 = [&](const auto* const rows[kKeys]) {
-            for (int64_t c = 0; c < d_pad; c += kLanes) {
-              Vec x = simd::load(a + c);
-              x = simd::fma(p0, load_floats(rows[0] + c), x);
-              x = simd::fma(p1, load_floats(rows[1] + c), x);
-              x = simd::fma(p2, load_floats(rows[2] + c), x);
-              x = simd::fma(p3, load_floats(rows[3] + c), x);
-              simd::store(a + c, x);
-            }
-          };
           if (in_place) {
-            fma4(raw);
+            accumulate_keys(p, raw, d_pad, a);
           } else {
-            fma4(wide);
+            accumulate_keys(p, wide, d_pad, a);
           }
         }
       }
