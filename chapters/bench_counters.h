@@ -18,6 +18,9 @@
 ///                   machine the fastest call is the most repeatable estimate of what the code
 ///                   can do; the mean (the columns above) is what a user waits for
 ///
+/// Counters added by set_fused_counters() (chapter 05): bytes_fused, AI_fused (Q, K, V, O only),
+/// roof_pct_fused, unfused_over_fused (the modelled traffic ratio).
+///
 /// Counters set by set_decode_counters() (one decode step, chapter 03):
 ///   FLOPs, bytes, AI  decode_step_cost(): 4·L·d FLOPs per query head; K and V of every cached
 ///                   token plus q and out, at the cache's bytes per element
@@ -108,6 +111,24 @@ inline void set_prefill_counters(benchmark::State& state, const AttentionDims& d
   const double best_gflops = timing.best_seconds > 0.0 ? article.flops / timing.best_seconds / 1e9 : 0.0;
   state.counters["best_GFLOP/s"] = best_gflops;
   state.counters["best_peak_pct"] = roofline.peak_gflops > 0.0 ? 100.0 * best_gflops / roofline.peak_gflops : 0.0;
+}
+
+/// Adds the fused-traffic counters (chapter 05) to those of set_prefill_counters(), same
+/// arguments: bytes_fused and AI_fused under TrafficModel::fused (Q, K, V, O only: AI = L/4 in
+/// fp32, L/2 in fp16, per head, dense FLOPs), roof_pct_fused (GFLOP/s as % of the roof at
+/// AI_fused) and unfused_over_fused (bytes_unfused / bytes_fused: how much traffic fusion
+/// removes under the models). Call it for every version, fused or not, so rows compare.
+inline void set_fused_counters(benchmark::State& state, const AttentionDims& dims, const CallTiming& timing,
+                               double bytes_per_element = 4.0, FlopConvention flops = FlopConvention::dense,
+                               const Roofline& roofline = measured_roofline()) {
+  const Cost fused = prefill_attention_cost(dims, TrafficModel::fused, bytes_per_element, flops);
+  const Cost unfused = prefill_attention_cost(dims, TrafficModel::unfused, bytes_per_element, flops);
+  const double gflops = timing.mean_seconds > 0.0 ? fused.flops / timing.mean_seconds / 1e9 : 0.0;
+  const double roof = roofline.attainable_gflops(fused.arithmetic_intensity());
+  state.counters["bytes_fused"] = fused.bytes;
+  state.counters["AI_fused"] = fused.arithmetic_intensity();
+  state.counters["roof_pct_fused"] = roof > 0.0 ? 100.0 * gflops / roof : 0.0;
+  state.counters["unfused_over_fused"] = fused.bytes > 0.0 ? unfused.bytes / fused.bytes : 0.0;
 }
 
 /// Sets the decode counters listed in this file's comment for one step of @p cost

@@ -36,6 +36,13 @@ void tour_chapter02(std::ostream& out, const Roofline& roofline, const TourOptio
 /// bandwidth and GFLOP/s.
 void tour_chapter03(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 04: a cache with outlier channels in K quantized as INT8 (per-token and per-channel K
+/// scales) and FP8 E4M3: its bytes beside fp32 and fp16, one decode step over each
+/// (cpu/decode_int8_simd; cuda/decode_fp8 on the SIMT emulator) with the relative error and the
+/// softmax KL against the fp32 attention, and a check against the float64 decode of the same
+/// quantized cache. A fraction of a second (smaller with @p options.quick).
+void tour_chapter04(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
 /// One decode step measured by measure_decode().
 struct DecodeMeasurement {
   Cost cost;                 ///< decode_step_cost(): FLOPs and bytes (K, V of every cached token, q, out)

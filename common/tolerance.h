@@ -102,4 +102,42 @@ inline double int8_round_trip_bound(double step) {
   return step * (0.5 + 127.0 * 4.0 * 0x1p-24);
 }
 
+/// The quantization error of INT8 element @p x stored with step @p step, saturation included:
+/// int8_round_trip_bound(step) when x is inside the range (|x| ≤ 127.5·step), else the clamped
+/// excess |x| − 127·step (per-channel K scales are calibrated on the prompt; a later token can
+/// exceed them and is clamped to ±127·step), widened by the same fp32 rounding.
+inline double int8_element_error_bound(double x, double step) {
+  const double magnitude = x < 0.0 ? -x : x;
+  if (magnitude <= 127.5 * step) return int8_round_trip_bound(step);
+  return magnitude - 127.0 * step + step * 127.0 * 4.0 * 0x1p-24;
+}
+
+/// FP8 E4M3 KV cache (chapter 04): the round-trip bound of one element @p x stored with scale
+/// @p scale (Δ = max|x|/448 over its row) as Δ·e4m3(x/Δ) — derived from the format, not tuned.
+/// E4M3 keeps 3 mantissa bits: a scaled magnitude y = |x|/Δ in [2^e, 2^(e+1)), e ≥ −6, is
+/// rounded to a multiple of 2^(e−3), so the error is at most half of that, 2^(e−4) ≤ y/16; below
+/// 2^−6 (subnormals) the step is 2^−9 and the error at most 2^−10. Times Δ, plus the fp32
+/// rounding of x/Δ and of Δ·value (a few ulps of 448·Δ). Unlike INT8's Δ/2, the bound shrinks
+/// with |x|: the small elements of a row with an outlier keep their relative precision.
+inline double fp8_e4m3_round_trip_bound(double x, double scale) {
+  if (scale == 0.0) return 0.0;
+  const double y = std::fabs(x) / scale;
+  const double half_step = y >= 0x1p-6 ? std::ldexp(1.0, std::ilogb(y) - 4) : 0x1p-10;
+  return scale * (half_step + 448.0 * 4.0 * 0x1p-24);
+}
+
+/// FP8 E4M3 KV cache: the bound on one output element of decode attention over the quantized
+/// cache against the exact attention over the fp32 K and V — int8_kv_output_bound's derivation
+/// with each element's own error in place of half a fixed step: with @p score_error
+/// E = max_j Σ_c |q_c|·fp8_e4m3_round_trip_bound(k_{j,c}, Δk_j)/√d, @p max_abs_value = max|v| and
+/// @p max_value_error = max over j, c of fp8_e4m3_round_trip_bound(v_{j,c}, Δv_j),
+///     |ô − o| ≤ (e^{2E} − 1)·max|v| + max_value_error,
+/// plus attention_tolerance(fp32, @p max_abs_logit).max_abs × max(1, max|v|) for the kernel's fp32
+/// arithmetic. Worst case; the tests also report the measured relative error and softmax KL.
+inline double fp8_kv_output_bound(double score_error, double max_abs_value, double max_value_error,
+                                  double max_abs_logit) {
+  return std::expm1(2.0 * score_error) * max_abs_value + max_value_error +
+         attention_tolerance(Precision::fp32, max_abs_logit).max_abs * std::max(1.0, max_abs_value);
+}
+
 }  // namespace inferlab

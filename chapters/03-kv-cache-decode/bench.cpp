@@ -141,7 +141,7 @@ std::string register_gpu_benchmarks() {
                               "cuda/* rows: read_pct = copy_pct = GB/s as % of a device-to-device cudaMemcpy "
                               "(read + write); peak = cuBLAS SGEMM; timed with CUDA events at the device level");
   for (const DecodeVersion& version : decode_versions()) {
-    if (version.backend != Backend::cuda) continue;
+    if (version.backend != Backend::cuda || version.chapter != 3) continue;  // chapter 05's: bench_ch05
     add_sweep(benchmark::RegisterBenchmark(family("decode_", version).c_str(), BM_DecodeDevice, &version, &gpu));
   }
   return "";
@@ -156,7 +156,7 @@ void register_benchmarks() {
   benchmark::AddCustomContext("cpu_kernels_isa", simd::kIsa);
   benchmark::AddCustomContext("decode_shape", "8 heads, 8 KV heads, head_dim 128, every sequence full (L tokens)");
   for (const DecodeVersion& version : decode_versions()) {
-    if (version.backend != Backend::cpu) continue;
+    if (version.backend != Backend::cpu || version.chapter != 3) continue;  // chapter 05's: bench_ch05
     add_sweep(benchmark::RegisterBenchmark(family("decode_", version).c_str(), BM_Decode, &version));
     if (version.name == "cpu/decode_simd") {
       benchmark::RegisterBenchmark(family("decode_8xllc_", version).c_str(), BM_Decode, &version)

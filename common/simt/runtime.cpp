@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,7 @@ std::mutex memory_mutex;
 std::map<uintptr_t, size_t> device_allocations;  // base -> bytes
 std::set<void*> host_allocations;
 size_t device_bytes_in_use = 0;
+size_t device_bytes_peak = 0;  // the most device_bytes_in_use reached since the last reset
 
 std::mutex attribute_mutex;
 std::unordered_map<const void*, int> dynamic_shared_limits;
@@ -123,6 +125,18 @@ void set_max_dynamic_shared_bytes(const void* kernel, int bytes) {
 }  // namespace simt::detail
 
 namespace simt {
+size_t device_bytes_in_use() {
+  std::lock_guard lock(detail::memory_mutex);
+  return detail::device_bytes_in_use;
+}
+size_t device_bytes_peak() {
+  std::lock_guard lock(detail::memory_mutex);
+  return detail::device_bytes_peak;
+}
+void reset_device_bytes_peak() {
+  std::lock_guard lock(detail::memory_mutex);
+  detail::device_bytes_peak = detail::device_bytes_in_use;
+}
 std::string last_error_message() {
   std::lock_guard lock(detail::error_mutex);
   return detail::error_text;
@@ -148,6 +162,7 @@ cudaError_t simt_cudaMalloc(void** pointer, size_t bytes) {
     std::lock_guard lock(simt::detail::memory_mutex);
     simt::detail::device_allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
     simt::detail::device_bytes_in_use += bytes;
+    simt::detail::device_bytes_peak = std::max(simt::detail::device_bytes_peak, simt::detail::device_bytes_in_use);
   }
   *pointer = memory;
   return cudaSuccess;

@@ -13,7 +13,7 @@
 // is chosen so that block fits in half of L2. DRAM sees Q, K, V, O plus K and V re-read once
 // per query block (from L3 when they do not fit in L2).
 //
-// Structure:
+// Structure (the packing and the micro-kernel live in cpu_micro_tile.h, shared with cpu/flash):
 //   1. pack K_g transposed into panels [L/NR][d][NR] and V_g into rows padded to NR columns
 //      (once per KV head, shared by the group's query heads and by every thread);
 //   2. OpenMP over (query head, block of BR query rows), dynamic schedule (causal blocks differ
@@ -59,61 +59,22 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/cpu_micro_tile.h"
 #include "kernels/attention/cpu_simd.h"
 
 namespace inferlab {
 namespace {
 
 using simd::AlignedFloats;
-using simd::kLanes;
 using simd::round_up;
-using simd::Vec;
-
-// The register tile: kMr rows × kNr columns of C live in kMr·kNrVecs vector registers, plus
-// kNrVecs for a row of B and one for the broadcast element of A. Per step of the reduction the
-// tile does kMr·kNrVecs FMAs for kMr + kNrVecs loads.
-//   AVX-512 (32 registers): 6 × 4 vectors = 6 × 64 floats, 24 accumulators, 10 loads per 24 FMAs.
-//   AVX2    (16 registers): 6 × 2 vectors = 6 × 16 floats, 12 accumulators.
-#if defined(__AVX512F__)
-constexpr int kMr = 6, kNrVecs = 4;
-#elif defined(__AVX2__)
-constexpr int kMr = 6, kNrVecs = 2;
-#else
-constexpr int kMr = 4, kNrVecs = 2;
-#endif
-constexpr int64_t kNr = kNrVecs * kLanes;
+using tiles::kMr;
+using tiles::kNr;
+using tiles::micro_tile;
 
 constexpr int64_t kMaxBlockRows = 16 * kMr;    // BR: query rows per block (upper bound)
 constexpr int64_t kScoreBlockBytes = 1 << 20;  // the S block's budget: half of a 2 MiB L2
 constexpr int64_t kKeyChunk = 128;             // KC: keys per step of P·V (V panel ≤ 32 KiB, in L1)
 constexpr int64_t kRowPad = 16;                // floats added to the S row stride (no 4 KiB aliasing)
-
-// C[kMr × kNr] (= or +=) A[kMr × depth] · B[depth × kNr]. A is row-major with stride lda and is
-// read one element at a time (broadcast); B's rows are kNr contiguous floats, stride ldb.
-template <bool kAccumulate>
-inline void micro_tile(int64_t depth, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  Vec acc[kMr][kNrVecs];
-#pragma GCC unroll 16
-  for (int r = 0; r < kMr; ++r)
-#pragma GCC unroll 16
-    for (int v = 0; v < kNrVecs; ++v)
-      acc[r][v] = kAccumulate ? simd::load(c + r * ldc + v * kLanes) : simd::broadcast(0.0f);
-  for (int64_t k = 0; k < depth; ++k) {
-    Vec b_k[kNrVecs];
-#pragma GCC unroll 16
-    for (int v = 0; v < kNrVecs; ++v) b_k[v] = simd::load(b + k * ldb + v * kLanes);
-#pragma GCC unroll 16
-    for (int r = 0; r < kMr; ++r) {
-      const Vec a_rk = simd::broadcast(a[r * lda + k]);
-#pragma GCC unroll 16
-      for (int v = 0; v < kNrVecs; ++v) acc[r][v] = simd::fma(a_rk, b_k[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < kMr; ++r)
-#pragma GCC unroll 16
-    for (int v = 0; v < kNrVecs; ++v) simd::store(c + r * ldc + v * kLanes, acc[r][v]);
-}
 
 }  // namespace
 
@@ -122,32 +83,15 @@ void attention_cpu_blocked(const Tensor<float>& q, const Tensor<float>& k, const
   const AttentionShape shape = attention_shape(q, k, v, causal);
   check_attention_output(out, shape);
   const int64_t L = shape.seq_len, d = shape.head_dim;
-  const int64_t num_panels = (L + kNr - 1) / kNr;  // key panels of kNr keys
-  const int64_t d_pad = round_up(d, kNr);          // V and O rows padded to whole tiles
+  // 1. Pack K (transposed, panel-major, zero keys past L) and V (zero columns past d) once.
+  const tiles::PackedKv packed(k, v, shape);
+  const int64_t num_panels = packed.num_panels();  // key panels of kNr keys
+  const int64_t d_pad = packed.d_pad();            // V and O rows padded to whole tiles
   const int64_t score_stride = num_panels * kNr + kRowPad;
   const int64_t block_rows = std::clamp(kScoreBlockBytes / (score_stride * int64_t(sizeof(float))) / kMr * kMr,
                                         int64_t(kMr), std::min(kMaxBlockRows, round_up(L, kMr)));
   const int64_t num_blocks = (L + block_rows - 1) / block_rows;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-
-  // 1. Pack K (transposed, panel-major, zero keys past L) and V (zero columns past d) once.
-  AlignedFloats k_panels(shape.num_kv_heads * num_panels * d * kNr);
-  AlignedFloats v_rows(shape.num_kv_heads * L * d_pad);
-#pragma omp parallel for schedule(static)
-  for (int64_t gp = 0; gp < shape.num_kv_heads * num_panels; ++gp) {
-    const int64_t g = gp / num_panels, panel = gp % num_panels;
-    float* dst = k_panels.data() + gp * d * kNr;
-    for (int64_t c = 0; c < d; ++c)
-      for (int64_t jj = 0; jj < kNr; ++jj) {
-        const int64_t j = panel * kNr + jj;
-        dst[c * kNr + jj] = j < L ? k[(g * L + j) * d + c] : 0.0f;
-      }
-    for (int64_t j = panel * kNr; j < std::min(L, (panel + 1) * kNr); ++j) {
-      float* row = v_rows.data() + (g * L + j) * d_pad;
-      std::copy_n(v.data() + (g * L + j) * d, d, row);
-      std::fill(row + d, row + d_pad, 0.0f);
-    }
-  }
 
 #pragma omp parallel
   {
@@ -164,8 +108,8 @@ void attention_cpu_blocked(const Tensor<float>& q, const Tensor<float>& k, const
       const int64_t rows = std::min(block_rows, L - i0);  // valid query rows in this block
       const int64_t tiles = (rows + kMr - 1) / kMr;       // row tiles (the last may be padded)
       const int64_t kv_end = causal ? i0 + rows : L;      // keys any row of the block can see
-      const float* k_g = k_panels.data() + g * num_panels * d * kNr;
-      const float* v_g = v_rows.data() + g * L * d_pad;
+      const float* k_g = packed.key_panel(g, 0);
+      const float* v_g = packed.value_row(g, 0);
 
       // Q block, scaled by 1/√d here (once per element instead of once per score); padding rows 0.
       for (int64_t r = 0; r < tiles * kMr; ++r)

@@ -162,21 +162,21 @@ constexpr int64_t round_up(int64_t n, int64_t multiple) {
 }
 
 /// A float buffer aligned to a 64-byte cache line, so that a vector load of a packed panel
-/// never straddles two lines. Contents are uninitialised.
+/// never straddles two lines. Contents are uninitialised. Allocated with the aligned
+/// operator new, so a test that replaces operator new (chapter 05's memory test) sees it.
 class AlignedFloats {
  public:
   /// A buffer of @p count floats.
   explicit AlignedFloats(int64_t count)
-      : data_(static_cast<float*>(
-            std::aligned_alloc(64, static_cast<size_t>(round_up(std::max<int64_t>(count, 1), 16)) * sizeof(float)))) {
-    if (!data_) throw std::bad_alloc();
-  }
+      : data_(static_cast<float*>(::operator new(
+            static_cast<size_t>(round_up(std::max<int64_t>(count, 1), 16)) * sizeof(float), kAlignment))) {}
   /// The first float.
   float* data() const { return data_.get(); }
 
  private:
+  static constexpr std::align_val_t kAlignment{64};
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(float* p) const { ::operator delete(p, kAlignment); }
   };
   std::unique_ptr<float, Free> data_;
 };
@@ -186,12 +186,19 @@ class AlignedFloats {
 /// sum of the exponentials; the caller divides by it (the blocked version folds 1/sum into O).
 /// @p row must have room for round_up(valid, kLanes) floats (lanes past @p valid are set to
 /// -inf first so whole vectors can be used), and 1 ≤ @p valid ≤ @p zero_to.
-inline float softmax_numerator(float* row, int64_t valid, int64_t zero_to) {
+/// The online softmax of chapter 05 (a row seen one key block at a time) passes the running
+/// max as @p at_least — the max used is then max(at_least, max of the row) — and reads the
+/// max used back through @p max_used.
+inline float softmax_numerator(float* row, int64_t valid, int64_t zero_to,
+                               float at_least = -std::numeric_limits<float>::infinity(),
+                               float* max_used = nullptr) {
   const int64_t vector_end = round_up(valid, kLanes);
   for (int64_t j = valid; j < vector_end; ++j) row[j] = -std::numeric_limits<float>::infinity();
   Vec max_v = broadcast(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < vector_end; j += kLanes) max_v = max(max_v, load(row + j));
-  const Vec max_score = broadcast(reduce_max(max_v));
+  const float row_max = std::max(at_least, reduce_max(max_v));
+  if (max_used != nullptr) *max_used = row_max;
+  const Vec max_score = broadcast(row_max);
   Vec sum_v = broadcast(0.0f);
   for (int64_t j = 0; j < vector_end; j += kLanes) {
     // exp(s − max) ≤ 1 never overflows; masked lanes (-inf) become exactly 0.

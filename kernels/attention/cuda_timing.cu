@@ -1,9 +1,10 @@
-// Device-side timing of the chapter-02 CUDA versions, of chapter 03's cuda/decode, and the GPU
+// Device-side timing of the chapter-02 and chapter-05 CUDA prefill versions, of chapter 03's cuda/decode, and the GPU
 // ceilings they are compared with (declared in cuda_timing.h). Compiled for sim and cuda like every kernel file; only
 // the cuda build measures anything meaningful.
 //
 // How a version is timed (seconds_per_call):
-//   1. allocate Q, K, V (as the version's element type), O and the H·L² scratch once, and fill
+//   1. allocate Q, K, V (as the version's element type), O and (unfused versions only) the H·L²
+//      score scratch once, and fill
 //      the inputs with uniform values in [-1, 1) on the device (no host data, no PCIe);
 //   2. `warmup` calls (first-call costs: module loading, cuBLAS heuristics, cold L2), then wait;
 //   3. record an event, queue `repetitions` calls back to back on one stream, record a second
@@ -19,6 +20,8 @@
 #include "kernels/attention/cuda_timing.h"
 #include "kernels/cublas_handle.cuh"
 #include "kernels/decode/cuda_decode.cuh"
+#include "kernels/quant/cuda_int8_kv_cache.cuh"
+#include "kernels/fused/cuda_fused.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 
@@ -32,6 +35,9 @@ __device__ inline void store_value(__half* at, float x) {
 }
 __device__ inline void store_value(__nv_bfloat16* at, float x) {
   *at = __float2bfloat16(x);
+}
+__device__ inline void store_value(int8_t* at, float x) {
+  *at = static_cast<int8_t>(x * 127.0f);  // x in [-1, 1): a random int8 in [-127, 126]
 }
 
 // data[i] = a uniform value in [-1, 1) hashed from (i, seed): one thread per element.
@@ -106,16 +112,20 @@ double time_for(const Call& call, cudaStream_t stream, double seconds) {
   return time_on_stream(call, stream, 0, repetitions);
 }
 
-// One timed problem: random device inputs stored as T, the fp32 output and the fp32 scores.
+// Whether a timed problem allocates the H·L² score scratch of the unfused versions.
+enum class Scratch { scores, none };
+
+// One timed problem: random device inputs stored as T, the fp32 output and (Scratch::scores)
+// the fp32 scores; a fused version gets none — at long L they would not even fit.
 template <class T>
 struct TimedProblem {
-  TimedProblem(const AttentionShape& shape, cudaStream_t stream)
+  TimedProblem(const AttentionShape& shape, cudaStream_t stream, Scratch scratch = Scratch::scores)
       : shape(shape),
         q(size_t(shape.num_heads * shape.seq_len * shape.head_dim)),
         k(size_t(shape.num_kv_heads * shape.seq_len * shape.head_dim)),
         v(k.size()),
         out(q.size()),
-        scores(score_elements(shape)) {
+        scores(scratch == Scratch::scores ? score_elements(shape) : 0) {
     fill_random(q, 1, stream);
     fill_random(k, 2, stream);
     fill_random(v, 3, stream);
@@ -148,6 +158,15 @@ double time_fp32(void (*device_level)(const DeviceAttention&, float*, cudaStream
                         warmup, repetitions);
 }
 
+// A fused version (chapter 05): no scratch.
+template <class T>
+double time_fused(void (*device_level)(const DeviceAttentionOf<T>&, cudaStream_t), const AttentionShape& shape,
+                  int warmup, int repetitions) {
+  const Stream stream;
+  const TimedProblem<T> problem(shape, stream.get(), Scratch::none);
+  return time_on_stream([&] { device_level(problem.view(), stream.get()); }, stream.get(), warmup, repetitions);
+}
+
 // One decode step in device memory (cuda/decode): random q and cache (every slot below
 // max_seq_len filled: no poison needed, the kernel reads only the first seq_len), uniform lengths.
 template <class T>
@@ -172,6 +191,41 @@ double time_decode(const DecodeShape& shape, int64_t seq_len, int warmup, int re
   return time_on_stream([&] { decode_device<T>(problem, stream.get()); }, stream.get(), warmup, repetitions);
 }
 
+// One INT8 decode step in device memory (cuda/decode_int8): random int8 rows, fp32 scales.
+double time_decode_int8(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
+                        int repetitions) {
+  const Stream stream;
+  const KvCacheShape cache_shape{shape.batch, shape.num_kv_heads, shape.max_seq_len, shape.head_dim};
+  const bool per_channel = key_scaling == KeyScaling::per_channel;
+  const size_t token_scales = size_t(shape.batch * shape.num_kv_heads * shape.max_seq_len);
+  DeviceBuffer<float> q(size_t(shape.batch * shape.num_heads * shape.head_dim)), out(q.size());
+  DeviceBuffer<int8_t> k(size_t(cache_shape.elements())), v(k.size());
+  DeviceBuffer<float> k_scales(per_channel ? size_t(shape.batch * shape.num_kv_heads * shape.head_dim) : token_scales);
+  DeviceBuffer<float> v_scales(token_scales);
+  DeviceBuffer<int> lengths(size_t(shape.batch));
+  fill_random(q, 11, stream.get());
+  fill_random(k, 12, stream.get());
+  fill_random(v, 13, stream.get());
+  fill_random(k_scales, 14, stream.get());
+  fill_random(v_scales, 15, stream.get());
+  const std::vector<int> host_lengths(size_t(shape.batch), int(seq_len));
+  lengths.upload(host_lengths.data());
+  check_cuda(cudaStreamSynchronize(stream.get()), "filling the INT8 decode inputs");
+  DeviceDecodeInt8 problem;
+  problem.q = q.data();
+  problem.cache.k = k.data();
+  problem.cache.v = v.data();
+  problem.cache.k_scales = k_scales.data();
+  problem.cache.v_scales = v_scales.data();
+  problem.cache.lengths = lengths.data();
+  problem.cache.shape = cache_shape;
+  problem.cache.per_channel = per_channel;
+  problem.out = out.data();
+  problem.shape = shape;
+  problem.max_length = int(seq_len);
+  return time_on_stream([&] { decode_int8_device(problem, stream.get()); }, stream.get(), warmup, repetitions);
+}
+
 void check_shape(const AttentionShape& shape) {
   require_positive("num_heads", shape.num_heads);
   require_positive("num_kv_heads", shape.num_kv_heads);
@@ -192,13 +246,20 @@ double seconds_per_call(std::string_view version, const AttentionShape& shape, i
   if (version == "cuda/cublas") return time_cublas<float>(shape, warmup, repetitions);
   if (version == "cuda/cublas_fp16") return time_cublas<__half>(shape, warmup, repetitions);
   if (version == "cuda/cublas_bf16") return time_cublas<__nv_bfloat16>(shape, warmup, repetitions);
+  if (version == "cuda/flash") return time_fused<float>(attention_flash_device, shape, warmup, repetitions);
+  if (version == "cuda/flash_tc")
+    return time_fused<__half>(attention_flash_tc_device<__half>, shape, warmup, repetitions);
+  if (version == "cuda/flash_tc_bf16")
+    return time_fused<__nv_bfloat16>(attention_flash_tc_device<__nv_bfloat16>, shape, warmup, repetitions);
   throw std::invalid_argument("version = " + std::string(version) +
                               ": has no device-level function to time; known: cuda/naive, cuda/tiled, cuda/cublas, "
-                              "cuda/cublas_fp16, cuda/cublas_bf16");
+                              "cuda/cublas_fp16, cuda/cublas_bf16, cuda/flash, cuda/flash_tc, cuda/flash_tc_bf16");
 }
 
-double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
-                               int repetitions) {
+namespace {
+
+// The checks of decode_seconds_per_call() and decode_int8_seconds_per_call().
+void check_decode_timing(const DecodeShape& shape, int64_t seq_len, int warmup, int repetitions) {
   require(warmup >= 0, "warmup", warmup, "must be >= 0");
   require_positive("repetitions", repetitions);
   require_positive("batch", shape.batch);
@@ -210,8 +271,21 @@ double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, in
           "must be a multiple of num_kv_heads = " + std::to_string(shape.num_kv_heads));
   require(seq_len >= 1 && seq_len <= shape.max_seq_len, "seq_len", seq_len,
           "must be in [1, max_seq_len = " + std::to_string(shape.max_seq_len) + "]");
+}
+
+}  // namespace
+
+double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
+                               int repetitions) {
+  check_decode_timing(shape, seq_len, warmup, repetitions);
   return cache_dtype == KvDtype::fp16 ? time_decode<__half>(shape, seq_len, warmup, repetitions)
                                       : time_decode<float>(shape, seq_len, warmup, repetitions);
+}
+
+double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
+                                    int repetitions) {
+  check_decode_timing(shape, seq_len, warmup, repetitions);
+  return time_decode_int8(key_scaling, shape, seq_len, warmup, repetitions);
 }
 
 DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test) {

@@ -1,7 +1,8 @@
 #pragma once
 /// @file cuda_timing.h
-/// Device-side timing of the chapter-02 CUDA versions and of chapter 03's cuda/decode, for
-/// benchmarks (chapters/02-gpu-prefill/bench.cpp, chapters/03-kv-cache-decode/bench.cpp). The
+/// Device-side timing of the chapter-02 and chapter-05 CUDA prefill versions and of chapter 03's
+/// cuda/decode, for benchmarks (chapters/02-gpu-prefill/bench.cpp,
+/// chapters/03-kv-cache-decode/bench.cpp, chapter 05's). The
 /// host-tensor entry points (cuda_attention.h, cuda_decode.h) copy over PCIe and allocate on
 /// every call, which would dominate a GPU measurement; these functions time the device level
 /// instead: inputs and scratch allocated once, warm-up calls, then a batch of calls between two
@@ -16,6 +17,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
+#include "kernels/quant/int8_kv_cache.h"
 
 namespace inferlab {
 
@@ -36,11 +38,13 @@ struct DeviceCeilings {
 namespace inferlab::sim {
 
 /// Mean seconds per call of @p version ("cuda/naive", "cuda/tiled", "cuda/cublas",
-/// "cuda/cublas_fp16", "cuda/cublas_bf16") on random device-resident inputs of @p shape: the
-/// inputs (stored as the version's element type), output, scratch and cuBLAS handle are
-/// allocated once, @p warmup calls are made, then @p repetitions calls are timed back to back
-/// between two CUDA events. Throws std::invalid_argument naming @p version when it has no
-/// device-level function, or naming a bad count or shape.
+/// "cuda/cublas_fp16", "cuda/cublas_bf16"; chapter 05's fused "cuda/flash", "cuda/flash_tc",
+/// "cuda/flash_tc_bf16") on random device-resident inputs of @p shape: the inputs (stored as the
+/// version's element type), output, scratch (the unfused versions' H·L² scores; none for the
+/// fused ones) and cuBLAS handle are allocated once, @p warmup calls are made, then
+/// @p repetitions calls are timed back to back between two CUDA events. Throws
+/// std::invalid_argument naming @p version when it has no device-level function, or naming a
+/// bad count or shape (including a head_dim the version does not support).
 double seconds_per_call(std::string_view version, const AttentionShape& shape, int warmup, int repetitions);
 
 /// Mean seconds per call of cuda/decode (decode_device, kernels/decode/cuda_decode.cuh) over a
@@ -50,6 +54,12 @@ double seconds_per_call(std::string_view version, const AttentionShape& shape, i
 /// or shape (seq_len must be in [1, shape.max_seq_len]).
 double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
                                int repetitions);
+
+/// Mean seconds per call of chapter 04's cuda/decode_int8 (decode_int8_device,
+/// kernels/quant/cuda_int8_kv_cache.cuh) over a device-resident INT8 cache with @p key_scaling K
+/// scales (fp32 scales), otherwise as decode_seconds_per_call().
+double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
+                                    int repetitions);
 
 /// Measures the current device's ceilings: device-to-device cudaMemcpy of @p copy_mib MiB, and
 /// cuBLAS SGEMM and fp16 GemmEx at n = @p gemm_size, each the mean of a batch of calls lasting
@@ -67,6 +77,10 @@ double seconds_per_call(std::string_view version, const AttentionShape& shape, i
 /// As inferlab::sim::decode_seconds_per_call(), on the GPU.
 double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
                                int repetitions);
+
+/// As inferlab::sim::decode_int8_seconds_per_call(), on the GPU.
+double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
+                                    int repetitions);
 
 /// As inferlab::sim::measure_device_ceilings(), on the GPU.
 DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test);

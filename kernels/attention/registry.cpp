@@ -3,6 +3,8 @@
 #include <stdexcept>
 
 #include "kernels/attention/cuda_attention.h"
+#include "kernels/fused/fused.h"
+#include "kernels/fused/cuda_fused.h"
 
 namespace inferlab {
 
@@ -14,6 +16,8 @@ const std::vector<AttentionVersion>& attention_versions() {
        attention_cpu_blocked},
       {"cpu/openblas", Backend::cpu, Precision::fp32, 2, "OpenBLAS sgemm, softmax, sgemm per KV group, fp32",
        attention_cpu_openblas},
+      {"cpu/flash", Backend::cpu, Precision::fp32, 5,
+       "fused: online softmax over key blocks, SIMD micro-kernels + OpenMP, no L×L buffer, fp32", attention_cpu_flash},
       // Chapter 02 CUDA kernels: each on the emulator (sim) and, when built with nvcc, on a GPU.
 #define INFERLAB_CUDA_VERSIONS(NS, BACKEND)                                                                       \
   {"cuda/naive", BACKEND, Precision::fp32, 2, "3 kernels: a thread per score, per softmax row, per output",       \
@@ -31,6 +35,19 @@ const std::vector<AttentionVersion>& attention_versions() {
       INFERLAB_CUDA_VERSIONS(cuda, Backend::cuda)
 #endif
 #undef INFERLAB_CUDA_VERSIONS
+      // Chapter 05 fused CUDA kernels (kernels/fused/). cuda/flash_tc on sim is its SIMT twin: the
+      // same source with the WMMA fragments modelled in software (simt/wmma.h).
+#define INFERLAB_CUDA_FUSED_VERSIONS(NS, BACKEND)                                                                   \
+  {"cuda/flash", BACKEND, Precision::fp32, 5, "fused: Q tile + K/V tiles in shared memory, online softmax, fp32",    \
+   NS::attention_cuda_flash},                                                                                      \
+  {"cuda/flash_tc", BACKEND, Precision::fp16, 5, "fused on tensor cores (WMMA 16x16x16), fp16 in, fp32 accumulate",  \
+   NS::attention_cuda_flash_tc},                                                                                   \
+  {"cuda/flash_tc_bf16", BACKEND, Precision::bf16, 5, "cuda/flash_tc with bf16 inputs", NS::attention_cuda_flash_tc_bf16},
+      INFERLAB_CUDA_FUSED_VERSIONS(sim, Backend::sim)
+#if defined(INFERLAB_WITH_CUDA)
+      INFERLAB_CUDA_FUSED_VERSIONS(cuda, Backend::cuda)
+#endif
+#undef INFERLAB_CUDA_FUSED_VERSIONS
   };
   return versions;
 }

@@ -2,9 +2,15 @@
 // The 4-keys-at-a-time SIMD steps shared by the CPU decode kernels (cpu/decode_simd for fp32
 // and fp16 caches, cpu/decode_int8_simd for the INT8 cache): loading kLanes cached elements as
 // floats, prefetching the next rows, the K pass (4 dot products, 4 independent FMA chains, one
-// shared horizontal reduction) and the V pass (4 p·v products per accumulator load/store).
+// shared horizontal reduction) and the V pass (4 p·v products per accumulator load/store) —
+// and attend_keys(), the whole two-pass work of a GQA group over a range of keys, which
+// cpu/decode_simd runs over all keys and chapter 05's cpu/decode_split over one split.
 // See cpu_decode_simd.cpp for why each step is shaped this way and what it measured.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "common/half.h"
 #include "kernels/attention/cpu_simd.h"
@@ -104,6 +110,122 @@ void accumulate_keys(const float p[kKeys], const T* const row[kKeys], int64_t d_
     x = simd::fma(p2, load_floats(row[2] + c), x);
     x = simd::fma(p3, load_floats(row[3] + c), x);
     simd::store(a + c, x);
+  }
+}
+
+// How far ahead the passes prefetch: the next block (1 KiB of fp16 rows, 2 KiB of fp32). Measured
+// on chapter 03's 8× LLC point: 4 keys ahead was best; 8, 16, 32 were 5–40% slower (the early
+// lines probably crowd L1 and compete with the hardware prefetcher, already streaming into L2).
+constexpr int64_t kPrefetchKeys = kKeys;
+
+// Copies cached row @p src (d elements) to @p dst as floats, zero-padded to d_pad (a multiple
+// of kLanes), for rows that are not whole vectors (odd head_dim) or are reused by a GQA group.
+template <class T>
+void row_to_floats(const T* src, int64_t d, int64_t d_pad, float* dst) {
+  int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes) simd::store(dst + c, load_floats(src + c));
+  for (; c < d; ++c) dst[c] = std::is_same_v<T, float> ? float(src[c]) : half_bits_to_float(uint16_t(src[c]));
+  std::fill(dst + d, dst + d_pad, 0.0f);
+}
+
+/// One thread's scratch for attend_keys().
+struct GroupScratch {
+  /// Room for a group of @p group queries, head_dim padded to @p d_pad, over at most
+  /// @p max_keys keys.
+  GroupScratch(int64_t group, int64_t d_pad, int64_t max_keys)
+      : score_stride(simd::round_up(max_keys, kLanes)),
+        q_group(group * d_pad),
+        scores(group * score_stride),
+        tile(kKeys * d_pad) {}
+  int64_t score_stride;         ///< floats per score row: room for softmax_numerator's whole vectors
+  simd::AlignedFloats q_group;  ///< the group's queries, scaled by 1/√d, padded
+  simd::AlignedFloats scores;   ///< scores, then softmax numerators
+  simd::AlignedFloats tile;     ///< kKeys rows as floats (when not read in place)
+};
+
+// The decode work of one (sequence, KV head) — or of one split of its keys (chapter 05's
+// split-KV decode): the @p group query rows at @p q_rows (consecutive rows of d floats) attend
+// keys [begin, end) of @p K and @p V (rows of d elements of T, row 0 at the pointer), end > begin.
+// Writes, per query row r, the unnormalised output acc[r·d_pad + c] = Σ_j exp(s_j − m_r)·v_j[c]
+// (c < d_pad, padding 0), the max m_r = max[r] of its scores s_j = q·k_j/√d and the sum
+// sum[r] = Σ_j exp(s_j − m_r): out = acc / sum for the whole range, or a partial result that
+// the split-KV reduce rescales by exp(m_r − m). Reads each K and V row once for the whole group
+// (two streaming passes, kKeys rows per step, prefetching the next step's rows).
+template <class T>
+void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, const T* V, int64_t begin, int64_t end,
+                 GroupScratch& scratch, float* acc, float* max, float* sum) {
+  const int64_t d_pad = simd::round_up(d, kLanes), n_keys = end - begin;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // Rows are read in place when they are whole vectors — and, for fp16, when each row serves
+  // one query head only (MHA): a GQA group converts a row once into a float tile and reuses it.
+  const bool in_place = d == d_pad && (std::is_same_v<T, float> || group == 1);
+  const int64_t row_bytes = d * int64_t(sizeof(T));
+  float* scores = scratch.scores.data();
+  const int64_t stride = scratch.score_stride;
+
+  for (int64_t r = 0; r < group; ++r) {
+    float* dst = scratch.q_group.data() + r * d_pad;
+    for (int64_t c = 0; c < d; ++c) dst[c] = q_rows[r * d + c] * scale;
+    std::fill(dst + d, dst + d_pad, 0.0f);
+  }
+
+  // The kKeys rows j … j+kKeys−1 of @p X, in place or as floats in the tile. Past the range the
+  // last row is repeated (never a slot outside [begin, end)); its results are dropped.
+  const auto block_rows = [&](const T* X, int64_t j, const T* in_cache[kKeys], const float* as_floats[kKeys]) {
+    for (int64_t i = 0; i < kKeys; ++i) {
+      const T* src = X + std::min(j + i, end - 1) * d;
+      if (in_place) {
+        in_cache[i] = src;
+      } else {
+        row_to_floats(src, d, d_pad, scratch.tile.data() + i * d_pad);
+        as_floats[i] = scratch.tile.data() + i * d_pad;
+      }
+    }
+  };
+
+  // Pass 1: stream K once, kKeys keys at a time; each row serves the whole group.
+  for (int64_t j = begin; j < end; j += kKeys) {
+    if (j + kPrefetchKeys < end)
+      prefetch(K + (j + kPrefetchKeys) * d, std::min(kKeys, end - j - kPrefetchKeys) * row_bytes);
+    const T* in_cache[kKeys];
+    const float* as_floats[kKeys];
+    block_rows(K, j, in_cache, as_floats);
+    const int64_t n = std::min(kKeys, end - j);
+    for (int64_t r = 0; r < group; ++r) {
+      float block[kKeys];
+      if (in_place) {
+        dot_keys(scratch.q_group.data() + r * d_pad, in_cache, d_pad, block);
+      } else {
+        dot_keys(scratch.q_group.data() + r * d_pad, as_floats, d_pad, block);
+      }
+      std::copy(block, block + n, scores + r * stride + (j - begin));
+    }
+  }
+
+  // Softmax numerators (exp(s − max), vectorised); the max and the sum are kept per head.
+  for (int64_t r = 0; r < group; ++r)
+    sum[r] =
+        simd::softmax_numerator(scores + r * stride, n_keys, n_keys, -std::numeric_limits<float>::infinity(), &max[r]);
+
+  // Pass 2: stream V once, kKeys rows at a time: acc[r] += Σ_i p[r][j+i] · v_{j+i}, one
+  // load and store of each accumulator vector per kKeys rows (a padded key has p = 0).
+  std::fill(acc, acc + group * d_pad, 0.0f);
+  for (int64_t j = begin; j < end; j += kKeys) {
+    if (j + kPrefetchKeys < end)
+      prefetch(V + (j + kPrefetchKeys) * d, std::min(kKeys, end - j - kPrefetchKeys) * row_bytes);
+    const T* in_cache[kKeys];
+    const float* as_floats[kKeys];
+    block_rows(V, j, in_cache, as_floats);
+    const int64_t n = std::min(kKeys, end - j);
+    for (int64_t r = 0; r < group; ++r) {
+      const float* p_row = scores + r * stride + (j - begin);
+      const float p[kKeys] = {p_row[0], n > 1 ? p_row[1] : 0.0f, n > 2 ? p_row[2] : 0.0f, n > 3 ? p_row[3] : 0.0f};
+      if (in_place) {
+        accumulate_keys(p, in_cache, d_pad, acc + r * d_pad);
+      } else {
+        accumulate_keys(p, as_floats, d_pad, acc + r * d_pad);
+      }
+    }
   }
 }
 

@@ -12,9 +12,20 @@
 //
 // T is the cache's element type on the device: float (KvDtype::fp32) or __half (fp16; the same
 // 16 bits the host KvCache stores).
+//
+// It also holds the decode kernel itself, decode_rows_kernel<Rows, W, C>, as a template over
+// how cached rows are read (Rows): cuda/decode instantiates it with CachedRows<T> (fp32/fp16
+// rows as stored), chapter 04's cuda/decode_int8 with int8 rows and their scales
+// (kernels/quant/cuda_int8_kv_cache.cuh). The layout of the work, the reductions and the
+// softmax are written once; cuda_decode.cu explains them.
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <vector>
 
+#include "common/check.h"
+#include "kernels/attention/softmax_warp.cuh"
 #include "kernels/decode/decode.h"
 #include "kernels/device_buffer.cuh"
 
@@ -87,5 +98,287 @@ class DeviceKvCacheCopy {
   DeviceBuffer<T> k_, v_;
   DeviceBuffer<int> lengths_;
 };
+
+// ---- The decode kernel, shared by cuda/decode and cuda/decode_int8 (see cuda_decode.cu) ----
+
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeWarps = kDecodeThreads / 32;
+constexpr int kMaxDecodeHeadDim = 512;
+
+// Loads W cached elements starting at @p p (aligned to W elements) as floats: one 16-byte load
+// for 4 floats, 8 halves or 16 int8; a 4-byte char4 for 4 int8; else W scalar loads.
+template <int W>
+__device__ inline void load_row_vector(const float* p, float (&x)[W]) {
+  if constexpr (W == 4) {
+    const float4 f = *reinterpret_cast<const float4*>(p);
+    x[0] = f.x;
+    x[1] = f.y;
+    x[2] = f.z;
+    x[3] = f.w;
+  } else {
+    for (int w = 0; w < W; ++w) x[w] = p[w];
+  }
+}
+template <int W>
+__device__ inline void load_row_vector(const __half* p, float (&x)[W]) {
+  if constexpr (W == 8) {
+    const uint4 bits = *reinterpret_cast<const uint4*>(p);
+    const unsigned words[4] = {bits.x, bits.y, bits.z, bits.w};
+    for (int i = 0; i < 4; ++i) {  // each 32-bit word holds two halves, the lower one first
+      x[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] & 0xffffu)));
+      x[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] >> 16)));
+    }
+  } else {
+    for (int w = 0; w < W; ++w) x[w] = __half2float(p[w]);
+  }
+}
+template <int W>
+__device__ inline void load_row_vector(const int8_t* p, float (&x)[W]) {
+  if constexpr (W == 16) {
+    const uint4 bits = *reinterpret_cast<const uint4*>(p);
+    const unsigned words[4] = {bits.x, bits.y, bits.z, bits.w};
+    for (int i = 0; i < 4; ++i)  // each 32-bit word holds four int8, the lowest byte first
+      for (int k = 0; k < 4; ++k) x[4 * i + k] = float(static_cast<int8_t>((words[i] >> (8 * k)) & 0xffu));
+  } else if constexpr (W == 4) {
+    const char4 c = *reinterpret_cast<const char4*>(p);
+    x[0] = float(c.x);
+    x[1] = float(c.y);
+    x[2] = float(c.z);
+    x[3] = float(c.w);
+  } else {
+    for (int w = 0; w < W; ++w) x[w] = float(p[w]);
+  }
+}
+
+// K and V rows of element type T (float, __half or int8_t) read W elements at a time as floats.
+template <class T>
+struct RowLoads {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  // Element `at` of K / V onward, W of them, as floats.
+  template <int W>
+  __device__ void load_key(size_t at, float (&x)[W]) const {
+    load_row_vector<W>(k + at, x);
+  }
+  template <int W>
+  __device__ void load_value(size_t at, float (&x)[W]) const {
+    load_row_vector<W>(v + at, x);
+  }
+};
+
+// The Rows of a plain fp32/fp16 cache: rows read as stored, no scales.
+template <class T>
+struct CachedRows : RowLoads<T> {
+  const int* lengths = nullptr;
+  // Factor of query element c of KV head `head` (index head·head_dim + c): 1.
+  __device__ float query_factor(size_t) const { return 1.0f; }
+  // The score of key `token` (index head·max_seq_len + j) from its dot product: as is.
+  __device__ float score(size_t, float dot) const { return dot; }
+  // The weight of value row `token` from its probability: as is.
+  __device__ float value_weight(size_t, float p) const { return p; }
+};
+
+// One decode step, one block per (query head, sequence) — see cuda_decode.cu for the layout.
+// Rows: how rows are read (CachedRows<T>, or int8 rows with scales); W: elements per vector
+// load; C: vectors per lane per row.
+template <class Rows, int W, int C>
+__global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int num_heads, int group_size,
+                                   int max_seq_len, int head_dim, int lanes_per_key, int max_length, float scale) {
+  SIMT_DYNAMIC_SHARED(float, shared);
+  float* scores = shared;                // [max_length]: scores, then probabilities (unnormalised)
+  float* partial = shared + max_length;  // [kDecodeWarps][head_dim]: each warp's Σ p·v
+  __shared__ float slots[32];            // block_reduce's one float per warp
+  const unsigned full = 0xffffffffu;
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int g = h / group_size, num_kv_heads = num_heads / group_size;
+  const int L = rows.lengths[b];
+  float* o = out + (size_t(b) * num_heads + h) * head_dim;
+  if (L <= 0 || L > max_length) {  // uniform over the block: no thread waits at a barrier below
+    for (int c = threadIdx.x; c < head_dim; c += blockDim.x) o[c] = L <= 0 ? 0.0f : NAN;
+    return;
+  }
+  const size_t head = size_t(b) * num_kv_heads + g;
+  const size_t first_token = head * size_t(max_seq_len);  // index of (head, token 0)
+  const size_t first_element = first_token * head_dim;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int G = lanes_per_key;
+  const int slot = lane % G;         // this lane's place in its key group
+  const int key_in_warp = lane / G;  // which of the warp's 32/G keys it works on
+  const int keys_per_warp = 32 / G, keys_per_step = kDecodeWarps * keys_per_warp;
+  const int n = head_dim / W;  // vectors per row; this lane holds vectors slot + i·G
+
+  // The lane's slice of q, pre-scaled by 1/√d (and by the rows' per-channel factor), read once.
+  float q_reg[C][W];
+  const float* q_row = q + (size_t(b) * num_heads + h) * head_dim;
+  for (int i = 0; i < C; ++i) {
+    const int vec = slot + i * G;
+    for (int w = 0; w < W; ++w) {
+      const int c = vec * W + w;
+      q_reg[i][w] = vec < n ? q_row[c] * scale * rows.query_factor(head * head_dim + c) : 0.0f;
+    }
+  }
+
+  // Pass 1: scores. The loop bound depends on the warp only, so all 32 lanes take part in
+  // every shuffle.
+  for (int j0 = warp * keys_per_warp; j0 < L; j0 += keys_per_step) {
+    const int j = j0 + key_in_warp;
+    float dot = 0.0f;
+    if (j < L) {  // never touch a slot past the sequence's end
+      for (int i = 0; i < C; ++i) {
+        const int vec = slot + i * G;
+        if (vec < n) {
+          float x[W];
+          rows.template load_key<W>(first_element + size_t(j) * head_dim + vec * W, x);
+          for (int w = 0; w < W; ++w) dot += q_reg[i][w] * x[w];
+        }
+      }
+    }
+    for (int offset = G / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(full, dot, offset);
+    if (slot == 0 && j < L) scores[j] = rows.score(first_token + j, dot);
+  }
+  __syncthreads();  // every score is in shared memory before any thread reads one
+
+  // Softmax: max, then exp in place, then the sum.
+  float local_max = -INFINITY;
+  for (int j = threadIdx.x; j < L; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
+  const float max_score = block_reduce<true>(local_max, slots);
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < L; j += blockDim.x) {
+    const float p = __expf(scores[j] - max_score);
+    scores[j] = p;
+    local_sum += p;
+  }
+  // block_reduce's first barrier also publishes the probabilities written just above.
+  const float inv_sum = 1.0f / block_reduce<false>(local_sum, slots);
+
+  // Pass 2: Σ p_j·v_j, each key group over its keys, each lane over its dims.
+  float acc[C][W];
+  for (int i = 0; i < C; ++i)
+    for (int w = 0; w < W; ++w) acc[i][w] = 0.0f;
+  for (int j0 = warp * keys_per_warp; j0 < L; j0 += keys_per_step) {
+    const int j = j0 + key_in_warp;
+    if (j >= L) continue;
+    const float p = rows.value_weight(first_token + j, scores[j]);
+    for (int i = 0; i < C; ++i) {
+      const int vec = slot + i * G;
+      if (vec < n) {
+        float x[W];
+        rows.template load_value<W>(first_element + size_t(j) * head_dim + vec * W, x);
+        for (int w = 0; w < W; ++w) acc[i][w] += p * x[w];
+      }
+    }
+  }
+  // Lanes with the same slot hold the same dims for different keys: add across key groups.
+  for (int offset = G; offset < 32; offset *= 2)
+    for (int i = 0; i < C; ++i)
+      for (int w = 0; w < W; ++w) acc[i][w] += __shfl_xor_sync(full, acc[i][w], offset);
+  if (key_in_warp == 0) {
+    for (int i = 0; i < C; ++i) {
+      const int vec = slot + i * G;
+      if (vec < n)
+        for (int w = 0; w < W; ++w) partial[warp * head_dim + vec * W + w] = acc[i][w];
+    }
+  }
+  __syncthreads();  // every warp's partial output is in shared memory before the final sum
+  for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < kDecodeWarps; ++w) sum += partial[w * head_dim + c];
+    o[c] = sum * inv_sum;
+  }
+}
+
+// The lanes per key (G) and vectors per lane (C) for n vectors per row: G a power of two
+// dividing n (no idle lane) with C = n / G ≥ 4 where possible (more loads in flight per lane);
+// when that leaves C > 8 (n with few factors of 2), the smallest G with ⌈n / G⌉ ≤ 8 and the
+// last vector slots of some lanes masked. C is rounded up to a compiled value.
+struct RowSplit {
+  int lanes_per_key;
+  int vectors_per_lane;
+};
+inline RowSplit split_row(int n) {
+  int G = 1;
+  while (G < 32 && n % (2 * G) == 0) G *= 2;
+  while (G > 1 && n / G < 4) G /= 2;
+  if (n / G > 8) {
+    G = 1;
+    while (G < 32 && (n + G - 1) / G > 8) G *= 2;
+  }
+  int C = (n + G - 1) / G;
+  if (C == 7) C = 8;
+  if (C > 8) C = 16;
+  return {G, C};
+}
+
+template <class Rows, int W, int C>
+cudaError_t launch_decode_rows_wc(const Rows& rows, const float* q, float* out, const DecodeShape& s, int max_length,
+                                  int lanes_per_key, size_t shared_bytes, cudaStream_t stream) {
+  auto kernel = decode_rows_kernel<Rows, W, C>;
+  if (shared_bytes > 48 * 1024) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)),
+               "cudaFuncSetAttribute (decode scores)");
+  }
+  return simt::launch(kernel, dim3(unsigned(s.num_heads), unsigned(s.batch)), dim3(kDecodeThreads), shared_bytes,
+                      stream, q, rows, out, int(s.num_heads), int(s.group_size()), int(s.max_seq_len), int(s.head_dim),
+                      lanes_per_key, max_length, 1.0f / std::sqrt(static_cast<float>(s.head_dim)));
+}
+
+template <class Rows, int W>
+cudaError_t launch_decode_rows_w(const Rows& rows, const float* q, float* out, const DecodeShape& s, int max_length,
+                                 RowSplit split, size_t shared_bytes, cudaStream_t stream) {
+  const auto go = [&](auto c) {
+    return launch_decode_rows_wc<Rows, W, decltype(c)::value>(rows, q, out, s, max_length, split.lanes_per_key,
+                                                              shared_bytes, stream);
+  };
+  switch (split.vectors_per_lane) {
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    case 3:
+      return go(std::integral_constant<int, 3>{});
+    case 4:
+      return go(std::integral_constant<int, 4>{});
+    case 5:
+      return go(std::integral_constant<int, 5>{});
+    case 6:
+      return go(std::integral_constant<int, 6>{});
+    case 8:
+      return go(std::integral_constant<int, 8>{});
+    default:
+      return go(std::integral_constant<int, 16>{});
+  }
+}
+
+// Checks the problem (head_dim ≤ 512, max_length in [1, max_seq_len], batch ≤ 65535, the
+// scores fit in this device's shared memory — else chapter 05's split-KV decode) and queues
+// decode_rows_kernel on @p stream: vectors of kVectorWidth elements (16 bytes, or 4 for int8
+// rows read as char4) when head_dim is a whole number of them, else single elements. @p name
+// names the version in errors.
+template <class Rows, int kVectorWidth>
+void launch_decode_rows(const Rows& rows, const float* q, float* out, const DecodeShape& s, int max_length,
+                        cudaStream_t stream, const char* name) {
+  const int d = int(s.head_dim);
+  require(d <= kMaxDecodeHeadDim, "head_dim", d,
+          "must be ≤ " + std::to_string(kMaxDecodeHeadDim) + " for " + std::string(name));
+  require(max_length > 0 && max_length <= s.max_seq_len, "max_length", max_length,
+          "must be in [1, max_seq_len = " + std::to_string(s.max_seq_len) + "]");
+  require(s.batch <= 65535, "batch", s.batch, "must be ≤ 65535 (grid.y) for " + std::string(name));
+  const size_t shared_bytes = (size_t(max_length) + size_t(kDecodeWarps) * size_t(d)) * sizeof(float);
+  int device = 0, shared_limit = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute (shared memory per block)");
+  require(shared_bytes <= size_t(shared_limit), "max_length", max_length,
+          "needs " + std::to_string(shared_bytes / 1024) + " KiB of shared memory for its scores, more than the " +
+              std::to_string(shared_limit / 1024) +
+              " KiB a block may use here: split the keys over blocks (chapter 05's split-KV decode)");
+  const bool vectorised = d % kVectorWidth == 0;
+  const RowSplit split = split_row(vectorised ? d / kVectorWidth : d);
+  const cudaError_t status =
+      vectorised ? launch_decode_rows_w<Rows, kVectorWidth>(rows, q, out, s, max_length, split, shared_bytes, stream)
+                 : launch_decode_rows_w<Rows, 1>(rows, q, out, s, max_length, split, shared_bytes, stream);
+  check_cuda(status, name);
+}
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

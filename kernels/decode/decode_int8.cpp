@@ -11,14 +11,29 @@ namespace inferlab {
 DecodeShape decode_shape(const Tensor<float>& q, const Int8KvCache& cache) {
   const KvCacheShape& c = cache.shape();
   check_rank(q, 3, "q");
-  require(q.dim(0) == c.batch && q.dim(2) == c.head_dim, "q.shape", to_string(q.shape()),
-          "must be [batch = " + std::to_string(c.batch) + ", num_heads, head_dim = " + std::to_string(c.head_dim) + "]");
+  require(
+      q.dim(0) == c.batch && q.dim(2) == c.head_dim, "q.shape", to_string(q.shape()),
+      "must be [batch = " + std::to_string(c.batch) + ", num_heads, head_dim = " + std::to_string(c.head_dim) + "]");
   require(q.dim(1) > 0 && q.dim(1) % c.num_kv_heads == 0, "num_heads (q.shape[1])", q.dim(1),
           "must be a positive multiple of num_kv_heads = " + std::to_string(c.num_kv_heads));
   for (int64_t b = 0; b < c.batch; ++b)
-    require(cache.length(b) > 0, "lengths[" + std::to_string(b) + "]", 0,
-            "decode needs the new token appended first");
+    require(cache.length(b) > 0, "lengths[" + std::to_string(b) + "]", 0, "decode needs the new token appended first");
   return {c.batch, q.dim(1), c.num_kv_heads, c.max_seq_len, c.head_dim};
+}
+
+Cost decode_int8_step_cost(const Int8KvCache& cache, int64_t num_heads) {
+  const KvCacheShape& c = cache.shape();
+  const double scale = double(bytes_per_scale(cache.scale_dtype()));
+  const double G = double(c.num_kv_heads), d = double(c.head_dim);
+  Cost total;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const double L = double(cache.length(b));
+    if (L == 0) continue;
+    total.flops += decode_attention_cost({num_heads, c.num_kv_heads, cache.length(b), c.head_dim}, 1.0).flops;
+    const double k_scales = cache.key_scaling() == KeyScaling::per_token ? L : d;
+    total.bytes += 2.0 * G * L * d + G * (L + k_scales) * scale + 2.0 * double(num_heads) * d * 4.0;
+  }
+  return total;
 }
 
 Tensor<double> decode_int8_reference(const Tensor<float>& q, const Int8KvCache& cache) {

@@ -3,6 +3,8 @@
 #include <stdexcept>
 
 #include "kernels/decode/cuda_decode.h"
+#include "kernels/fused/cuda_decode_split.h"
+#include "kernels/fused/split_kv.h"
 
 namespace inferlab {
 
@@ -42,6 +44,21 @@ const std::vector<DecodeVersion>& decode_versions() {
       INFERLAB_CUDA_DECODE_VERSIONS(cuda, Backend::cuda)
 #endif
 #undef INFERLAB_CUDA_DECODE_VERSIONS
+      // Chapter 05: split-KV decode (kernels/fused/), S chosen by choose_num_splits() (split_kv.h).
+      {"cpu/decode_split", Backend::cpu, KvDtype::fp32, 5, "split-KV: OpenMP over (sequence, KV head, split) + reduce",
+       for_dtype(KvDtype::fp32, decode_cpu_split)},
+      {"cpu/decode_split", Backend::cpu, KvDtype::fp16, 5, "split-KV over an fp16 cache (F16C) + reduce",
+       for_dtype(KvDtype::fp16, decode_cpu_split)},
+#define INFERLAB_CUDA_SPLIT_VERSIONS(NS, BACKEND)                                                               \
+  {"cuda/decode_split", BACKEND, KvDtype::fp32, 5, "block per (head, sequence, split), then a reduce kernel",    \
+   for_dtype(KvDtype::fp32, NS::decode_split_cuda)},                                                            \
+  {"cuda/decode_split", BACKEND, KvDtype::fp16, 5, "block per (head, sequence, split), fp16 cache, reduce",      \
+   for_dtype(KvDtype::fp16, NS::decode_split_cuda)},
+      INFERLAB_CUDA_SPLIT_VERSIONS(sim, Backend::sim)
+#if defined(INFERLAB_WITH_CUDA)
+      INFERLAB_CUDA_SPLIT_VERSIONS(cuda, Backend::cuda)
+#endif
+#undef INFERLAB_CUDA_SPLIT_VERSIONS
   };
   return versions;
 }
@@ -108,6 +125,18 @@ const Int8AppendVersion& int8_append_version_for(Backend backend) {
     if (version.backend == backend) return version;
   throw std::invalid_argument("backend = " + std::string(to_string(backend)) +
                               ": no INT8 append version is registered");
+}
+
+const std::vector<Fp8DecodeVersion>& fp8_decode_versions() {
+  static const std::vector<Fp8DecodeVersion> versions = {
+      {"cuda/decode_fp8", Backend::sim, 4, "block per (head, sequence), 4 E4M3 codes per load, software conversion",
+       sim::decode_fp8_cuda},
+#if defined(INFERLAB_WITH_CUDA)
+      {"cuda/decode_fp8", Backend::cuda, 4, "block per (head, sequence), 4 E4M3 codes per load, cvt.e4m3x2 (sm_89+)",
+       cuda::decode_fp8_cuda},
+#endif
+  };
+  return versions;
 }
 
 }  // namespace inferlab

@@ -13,6 +13,7 @@
 #include "common/backend.h"
 #include "common/tolerance.h"
 #include "kernels/decode/decode.h"
+#include "kernels/decode/decode_fp8.h"
 #include "kernels/decode/decode_int8.h"
 #include "kernels/decode/kv_cache.h"
 
@@ -92,5 +93,18 @@ const std::vector<Int8AppendVersion>& int8_append_versions();
 
 /// The quantize-on-append version for @p backend; throws std::invalid_argument when none.
 const Int8AppendVersion& int8_append_version_for(Backend backend);
+
+/// One registered FP8 (E4M3)-cache decode implementation (chapter 04; the cache is quantized on
+/// append by Fp8KvCache on the CPU).
+struct Fp8DecodeVersion {
+  std::string name;     ///< "cuda/decode_fp8"
+  Backend backend;      ///< where this entry runs
+  int chapter;          ///< the chapter that teaches it
+  std::string summary;  ///< one line for listings
+  Fp8DecodeFn run;      ///< the implementation
+};
+
+/// Every FP8 decode version compiled into this build.
+const std::vector<Fp8DecodeVersion>& fp8_decode_versions();
 
 }  // namespace inferlab

@@ -1,9 +1,10 @@
 #pragma once
 /// @file int8_kv_cache.h
-/// Chapter 04: the KV cache stored as symmetric INT8 with fp32 scales (one layer, on the host).
+/// Chapter 04: the KV cache stored as symmetric INT8 with fp32 (or fp16) scales (one layer, on
+/// the host).
 ///
 /// Layout: K and V are int8 [batch][num_kv_heads][max_seq_len][head_dim] (as kv_cache.h, one
-/// byte per element). Scales (fp32):
+/// byte per element). Scales (fp32 by default, fp16 with ScaleDtype::fp16):
 ///   - V: one per (token, KV head): v_scales [batch][num_kv_heads][max_seq_len];
 ///   - K: per (token, KV head) as V (KeyScaling::per_token), or one per channel of each
 ///     (sequence, KV head), k_scales [batch][num_kv_heads][head_dim] (KeyScaling::per_channel —
@@ -15,12 +16,18 @@
 ///
 /// Quantization of x with scale Δ = max|x| / 127 over its group: q = clamp(round(x / Δ), −127,
 /// 127) — rounded, then clamped, never wrapped; x̂ = Δ·q, so |x̂ − x| ≤ Δ/2 inside the range.
+/// fp16 scales (ScaleDtype::fp16) halve the scale bytes: Δ is rounded *up* to the next fp16
+/// (scale_to_fp16_up), so max|x|/Δ ≤ 127 still holds and the rounding never saturates; the step
+/// is then up to 2⁻¹⁰ larger (|x̂ − x| ≤ Δ_fp16/2). A group whose Δ exceeds the largest fp16
+/// (max|x| > 65504·127 ≈ 8.3e6) gets Δ = 65504 and saturates (counted).
 /// Non-finite input (NaN, ±Inf) is refused with std::invalid_argument naming the sequence and
 /// KV head; nothing is written then. Scales of unused slots are poisoned (NaN), so a kernel that
 /// reads past a sequence's length produces NaN.
 ///
-///     bytes = 2 · batch · num_kv_heads · max_seq_len · (head_dim + 4)     (per-token scales)
+///     bytes = 2 · batch · num_kv_heads · max_seq_len · (head_dim + s)     (per-token K scales,
+///                                                                         s = 4 or 2 bytes/scale)
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -39,33 +46,63 @@ enum class KeyScaling {
 /// "per_token", "per_channel".
 std::string_view to_string(KeyScaling scaling);
 
+/// How the scales are stored.
+enum class ScaleDtype {
+  fp32,  ///< 4 bytes per scale (the default)
+  fp16,  ///< 2 bytes per scale, rounded up (see the file comment)
+};
+
+/// "fp32", "fp16".
+std::string_view to_string(ScaleDtype dtype);
+/// Bytes per stored scale: 4 or 2.
+inline size_t bytes_per_scale(ScaleDtype dtype) {
+  return dtype == ScaleDtype::fp32 ? 4 : 2;
+}
+
+/// The fp16 bits of the smallest fp16 ≥ @p scale (a non-negative finite float), capped at the
+/// largest finite fp16, 65504: rounding a scale up keeps |x| / scale ≤ 127 for every x of its group.
+uint16_t scale_to_fp16_up(float scale);
+
 /// The scale of a group whose largest magnitude is @p max_abs: max_abs / 127 (0 for 0).
 float int8_scale(float max_abs);
 /// clamp(round(x / scale), −127, 127) (round half away from zero); 0 when scale is 0.
 int8_t quantize_int8(float x, float scale);
 /// scale · q.
-inline float dequantize_int8(int8_t q, float scale) { return scale * float(q); }
+inline float dequantize_int8(int8_t q, float scale) {
+  return scale * float(q);
+}
 
 /// A contiguous INT8 KV cache (see the file comment).
 class Int8KvCache {
  public:
-  /// An empty cache; throws std::invalid_argument naming a size that is not positive.
-  Int8KvCache(const KvCacheShape& shape, KeyScaling key_scaling);
+  /// An empty cache with scales stored as @p scale_dtype; throws std::invalid_argument naming
+  /// a size that is not positive.
+  Int8KvCache(const KvCacheShape& shape, KeyScaling key_scaling, ScaleDtype scale_dtype = ScaleDtype::fp32);
 
   /// The sizes.
   const KvCacheShape& shape() const { return shape_; }
   /// The granularity of K's scales.
   KeyScaling key_scaling() const { return key_scaling_; }
+  /// How the scales are stored.
+  ScaleDtype scale_dtype() const { return scale_dtype_; }
   /// Tokens cached for every sequence.
   const std::vector<int32_t>& lengths() const { return lengths_; }
   /// Tokens cached for @p sequence.
   int64_t length(int64_t sequence) const;
   /// The longest length in the batch.
   int64_t max_length() const;
-  /// Values clamped to ±127 so far (per-channel K only: tokens outside the prompt's range).
+  /// Values clamped to ±127 so far: per-channel K values of tokens outside the range its scales
+  /// were calibrated on, and values of a group whose fp16 scale hit the fp16 maximum.
   int64_t saturated_count() const { return saturated_; }
   /// Bytes of K, V and all scales.
   size_t bytes() const;
+  /// Bytes of all scales alone (K's and V's).
+  size_t scale_bytes() const;
+
+  /// Sets every length (each in [0, max_seq_len], else std::invalid_argument naming it) and
+  /// poisons the scales past them (NaN); the tokens below keep their bytes and scales. For
+  /// callers that fill the storage directly (the benchmark's random caches).
+  void set_lengths(const std::vector<int64_t>& lengths);
 
   /// Quantizes and stores the prompt of @p sequence: @p k, @p v [num_kv_heads, seq_len, head_dim];
   /// per-channel K scales are set from it. Throws std::invalid_argument on a shape error, a
@@ -101,33 +138,49 @@ class Int8KvCache {
     return (sequence * shape_.num_kv_heads + kv_head) * shape_.head_dim + c;
   }
 
-  /// Storage, for kernels and uploads.
+  /// Storage, for kernels and uploads. The scales live in k_scales()/v_scales() (fp32) or in
+  /// k_scales_fp16()/v_scales_fp16() (fp16 bits), as scale_dtype() says; the other pair is empty.
   std::vector<int8_t>& k_int8() { return k_; }
-  std::vector<int8_t>& v_int8() { return v_; }                 ///< V's int8 storage
-  std::vector<float>& k_scales() { return k_scales_; }         ///< K's scales
-  std::vector<float>& v_scales() { return v_scales_; }         ///< V's scales
-  const std::vector<int8_t>& k_int8() const { return k_; }     ///< K's int8 storage
-  const std::vector<int8_t>& v_int8() const { return v_; }     ///< V's int8 storage
-  const std::vector<float>& k_scales() const { return k_scales_; }  ///< K's scales
-  const std::vector<float>& v_scales() const { return v_scales_; }  ///< V's scales
+  std::vector<int8_t>& v_int8() { return v_; }                                   ///< V's int8 storage
+  std::vector<float>& k_scales() { return k_scales_; }                           ///< K's fp32 scales
+  std::vector<float>& v_scales() { return v_scales_; }                           ///< V's fp32 scales
+  std::vector<uint16_t>& k_scales_fp16() { return k_scales_fp16_; }              ///< K's fp16 scales (bits)
+  std::vector<uint16_t>& v_scales_fp16() { return v_scales_fp16_; }              ///< V's fp16 scales (bits)
+  const std::vector<int8_t>& k_int8() const { return k_; }                       ///< K's int8 storage
+  const std::vector<int8_t>& v_int8() const { return v_; }                       ///< V's int8 storage
+  const std::vector<float>& k_scales() const { return k_scales_; }               ///< K's fp32 scales
+  const std::vector<float>& v_scales() const { return v_scales_; }               ///< V's fp32 scales
+  const std::vector<uint16_t>& k_scales_fp16() const { return k_scales_fp16_; }  ///< K's fp16 scales
+  const std::vector<uint16_t>& v_scales_fp16() const { return v_scales_fp16_; }  ///< V's fp16 scales
 
  private:
   void check_sequence(int64_t sequence) const;
   void poison_unused();
+  // Scale i of K or V as a float, whatever the storage.
+  float k_scale_at(int64_t i) const;
+  float v_scale_at(int64_t i) const;
+  // Stores scale @p scale (rounded up to fp16 when the scales are fp16); returns the value kept.
+  float set_k_scale(int64_t i, float scale);
+  float set_v_scale(int64_t i, float scale);
+  // Poisons scale i (NaN).
+  void poison_k_scale(int64_t i);
+  void poison_v_scale(int64_t i);
   // Quantizes one token (k_row, v_row: head_dim floats) into slot @p token of (sequence, g).
   void store_token(int64_t sequence, int64_t g, int64_t token, const float* k_row, const float* v_row);
 
   KvCacheShape shape_;
   KeyScaling key_scaling_;
+  ScaleDtype scale_dtype_;
   std::vector<int32_t> lengths_;
   std::vector<int8_t> k_, v_;
   std::vector<float> k_scales_, v_scales_;
+  std::vector<uint16_t> k_scales_fp16_, v_scales_fp16_;
   int64_t saturated_ = 0;
 };
 
 /// An INT8 cache holding @p k and @p v (full caches [batch, num_kv_heads, max_seq_len, head_dim],
 /// the first lengths[b] tokens of each sequence prefilled).
 Int8KvCache make_int8_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std::vector<int64_t>& lengths,
-                               KeyScaling key_scaling);
+                               KeyScaling key_scaling, ScaleDtype scale_dtype = ScaleDtype::fp32);
 
 }  // namespace inferlab

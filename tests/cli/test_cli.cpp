@@ -13,6 +13,8 @@
 #include "common/npy.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
+#include "kernels/decode/decode_fp8.h"
+#include "kernels/decode/decode_int8.h"
 #include "tests/support/run_inferlab.h"
 #include "tests/support/seeded.h"
 
@@ -161,6 +163,52 @@ TEST_F(Cli, DecodeBadInputGivesAClearMessage) {
   const Result missing = run("decode --q " + path("q.npy"));
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("--k-cache: is required"), std::string::npos) << missing.output;
+}
+
+// `inferlab decode --cache int8|int8-channel|fp8` (chapter 04): the fp32 files quantized on load,
+// each INT8 / FP8 version against the float64 decode of the same quantized cache (the
+// quantization itself is chapter 04's tests' business); the report names the cache and the
+// saturations; a version that does not exist for the cache is refused, naming those that do.
+TEST_F(Cli, DecodeWithAQuantizedCacheMatchesTheOracleOfThatCache) {
+  testing::SeededRng rng;
+  const int64_t batch = 2, heads = 8, kv_heads = 2, max_seq_len = 13, d = 64;
+  const Tensor<float> q = rng.normal_tensor({batch, heads, d});
+  Tensor<float> k = rng.normal_tensor({batch, kv_heads, max_seq_len, d});
+  const Tensor<float> v = rng.normal_tensor({batch, kv_heads, max_seq_len, d});
+  for (int64_t i = 3; i < k.size(); i += d) k[i] *= 20.0f;  // an outlier channel
+  const std::vector<int64_t> lengths{13, 4};
+  write_npy(path("q.npy"), q);
+  write_npy(path("k.npy"), k);
+  write_npy(path("v.npy"), v);
+  write_npy(path("lengths.npy"), Tensor<int64_t>({batch}, lengths));
+  const std::string files = "decode --q " + path("q.npy") + " --k-cache " + path("k.npy") + " --v-cache " +
+                            path("v.npy") + " --lengths " + path("lengths.npy") + " --out " + path("o.npy") + " ";
+  struct Choice {
+    std::string options, cache;
+    Tensor<double> expected;
+  };
+  const std::vector<Choice> choices = {
+      {"--cache int8", "int8 cache",
+       decode_int8_reference(q, make_int8_kv_cache(k, v, lengths, KeyScaling::per_token))},
+      {"--cache int8-channel --backend sim --version cuda/decode_int8", "int8-channel cache",
+       decode_int8_reference(q, make_int8_kv_cache(k, v, lengths, KeyScaling::per_channel))},
+      {"--cache fp8 --backend sim", "fp8 cache", decode_reference(q, make_fp8_kv_cache(k, v, lengths).dequantized())},
+  };
+  for (const Choice& choice : choices) {
+    const Result r = run(files + choice.options);
+    ASSERT_EQ(r.exit_code, 0) << choice.options << "\n" << r.output;
+    EXPECT_NE(r.output.find(choice.cache), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("0 values saturated"), std::string::npos) << r.output;
+    const Comparison c = compare_to_oracle(read_npy_float(path("o.npy")), choice.expected, tolerance_for(Precision::fp32));
+    EXPECT_TRUE(c.ok) << choice.options << ": " << c.report();
+    std::filesystem::remove(path("o.npy"));
+  }
+  const Result no_cpu_fp8 = run(files + "--cache fp8 --backend cpu");
+  EXPECT_EQ(no_cpu_fp8.exit_code, 2);
+  EXPECT_NE(no_cpu_fp8.output.find("known: cuda/decode_fp8 (sim)"), std::string::npos) << no_cpu_fp8.output;
+  const Result bad = run(files + "--cache int4");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--cache = int4: must be int8"), std::string::npos) << bad.output;
 }
 
 }  // namespace

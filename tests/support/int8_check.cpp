@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/half.h"
 #include "common/tolerance.h"
 #include "tests/support/seeded.h"
 
@@ -33,23 +34,29 @@ std::string Int8Case::name() const {
   for (size_t i = 0; i < lengths.size(); ++i) out << (i ? "_" : "") << lengths[i];
   out << "_steps" << steps << "_h" << num_heads << "_kv" << num_kv_heads << "_d" << head_dim << "_"
       << to_string(key_scaling) << "_out" << outlier_channels;
+  if (scale_dtype == ScaleDtype::fp16) out << "_fp16scales";
   return out.str();
 }
 
 std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
   std::vector<Int8Case> all;
   for (KeyScaling scaling : {KeyScaling::per_token, KeyScaling::per_channel}) {
-    // Per-channel scales are calibrated on the prompt: the decoded tokens are prefilled too
-    // (steps = 0 decodes the last token of the prompt), so nothing saturates.
-    const int64_t steps = scaling == KeyScaling::per_token ? 2 : 0;
-    all.push_back({{1}, scaling == KeyScaling::per_token ? 1 : 0, 1, 1, 64, scaling, 0});
-    all.push_back({{2, 31, 9}, steps, 4, 4, 96, scaling, 3});
-    all.push_back({{33, 5}, steps, 8, 2, 80, scaling, 4});
-    all.push_back({{129, 17}, steps, 8, 1, 128, scaling, 2});
-    all.push_back({{57}, steps, 2, 2, 128, scaling, 4, 20.0f});
-    all.push_back({{9, 4}, steps, 4, 2, 36, scaling, 1});
-    all.push_back({{7, 12, 3}, steps, 8, 8, 20, scaling, 0});
+    // The last `steps` tokens are appended one at a time after the prefill: per-channel K
+    // scales are calibrated on the prompt (on the first token when the prompt is empty, as for
+    // L = 1), so later tokens of the outlier channels may exceed them and saturate.
+    all.push_back({{1}, 1, 1, 1, 64, scaling, 0});
+    all.push_back({{2, 31, 9}, 2, 4, 4, 96, scaling, 3});
+    all.push_back({{33, 5}, 3, 8, 2, 80, scaling, 4});
+    all.push_back({{129, 17}, 2, 8, 1, 128, scaling, 2});
+    all.push_back({{57}, 4, 2, 2, 128, scaling, 4, 20.0f});
+    all.push_back({{9, 4}, 2, 4, 2, 36, scaling, 1});
+    all.push_back({{7, 12, 3}, 2, 8, 8, 20, scaling, 0});
+    // fp16 scales (rounded up): a GQA case with outliers and one off the vector path.
+    all.push_back({{41, 6}, 2, 8, 2, 128, scaling, 3, 10.0f, ScaleDtype::fp16});
+    all.push_back({{13}, 2, 2, 1, 36, scaling, 1, 10.0f, ScaleDtype::fp16});
   }
+  // The prefilled state decoded without any append (steps = 0).
+  all.push_back({{21, 8}, 0, 4, 2, 64, KeyScaling::per_channel, 2});
   std::vector<Int8Case> kept;
   for (const Int8Case& c : all)
     if (*std::max_element(c.lengths.begin(), c.lengths.end()) <= max_length) kept.push_back(c);
@@ -62,7 +69,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
   const int64_t max_seq_len = *std::max_element(c.lengths.begin(), c.lengths.end()) + 2;
   const KvCacheShape shape{B, G, max_seq_len, d};
-  Int8KvCache int8_cache(shape, c.key_scaling);
+  Int8KvCache int8_cache(shape, c.key_scaling, c.scale_dtype);
   KvCache fp32_cache(shape, KvDtype::fp32);
   // Each sequence's whole K and V, [G][length][d].
   std::vector<std::vector<float>> k_all(static_cast<size_t>(B)), v_all(static_cast<size_t>(B));
@@ -104,8 +111,26 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
     const Tensor<double> exact = decode_reference(q, fp32_cache);
     const Tensor<double> dequantized = decode_int8_reference(q, int8_cache);
 
+    // (d) every clamp counted: recount from the inputs and the stored steps.
+    int64_t expected_saturated = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t j = 0; j < int8_cache.length(b); ++j)
+          for (int64_t ch = 0; ch < d; ++ch) {
+            const auto clamped = [](float x, float step) {
+              return step > 0.0f ? std::fabs(std::round(x / step)) > 127.0f : x != 0.0f;
+            };
+            expected_saturated += clamped(fp32_cache.key(b, g, j, ch), int8_cache.key_step(b, g, j, ch));
+            expected_saturated += clamped(fp32_cache.value(b, g, j, ch), int8_cache.value_step(b, g, j));
+          }
+    if (int8_cache.saturated_count() != expected_saturated)
+      return ::testing::AssertionFailure()
+             << c.name() << " step " << step << ": saturated_count() = " << int8_cache.saturated_count() << ", but "
+             << expected_saturated << " values lie outside ±127.5 steps of their scale";
+
     Int8Errors e;
     e.bound = std::numeric_limits<double>::infinity();
+    e.saturated = expected_saturated;
     double diff2 = 0.0, ref2 = 0.0, max_logit = 0.0;
     std::ostringstream where;
     for (int64_t b = 0; b < B; ++b) {
@@ -113,19 +138,21 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
       for (int64_t h = 0; h < H; ++h) {
         const int64_t g = h / (H / G);
         const float* q_row = q.data() + (b * H + h) * d;
-        // The derived bound for this (sequence, head): E from the K steps, max|v|, max Δv.
-        double E = 0.0, max_v = 0.0, max_dv = 0.0, kl = 0.0;
+        // The derived bound for this (sequence, head): E from the K elements' quantization errors
+        // (half a step, or a saturated value's clamped excess), max|v|, and the largest V error.
+        double E = 0.0, max_v = 0.0, max_v_error = 0.0, kl = 0.0;
         std::vector<double> s(static_cast<size_t>(L)), s_hat(static_cast<size_t>(L));
         for (int64_t j = 0; j < L; ++j) {
           double e_j = 0.0, dot = 0.0, dot_hat = 0.0;
           for (int64_t ch = 0; ch < d; ++ch) {
-            e_j += std::fabs(double(q_row[ch])) * int8_cache.key_step(b, g, j, ch);
-            dot += double(q_row[ch]) * fp32_cache.key(b, g, j, ch);
+            const double k_x = fp32_cache.key(b, g, j, ch), v_x = fp32_cache.value(b, g, j, ch);
+            e_j += std::fabs(double(q_row[ch])) * int8_element_error_bound(k_x, int8_cache.key_step(b, g, j, ch));
+            dot += double(q_row[ch]) * k_x;
             dot_hat += double(q_row[ch]) * int8_cache.key(b, g, j, ch);
-            max_v = std::max(max_v, double(std::fabs(fp32_cache.value(b, g, j, ch))));
+            max_v = std::max(max_v, std::fabs(v_x));
+            max_v_error = std::max(max_v_error, int8_element_error_bound(v_x, int8_cache.value_step(b, g, j)));
           }
-          E = std::max(E, e_j / (2.0 * std::sqrt(double(d))));
-          max_dv = std::max(max_dv, double(int8_cache.value_step(b, g, j)));
+          E = std::max(E, e_j / std::sqrt(double(d)));
           s[size_t(j)] = dot / std::sqrt(double(d));
           s_hat[size_t(j)] = dot_hat / std::sqrt(double(d));
           max_logit = std::max(max_logit, std::fabs(s[size_t(j)]));
@@ -142,71 +169,72 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
           if (p > 0.0) kl += p * std::log(p / p_hat);
         }
         e.max_kl = std::max(e.max_kl, kl);
-        const double bound = int8_kv_output_bound(E, max_v, max_dv, max_logit);
+        // int8_kv_output_bound takes the largest V step and adds half of it: pass twice the error.
+        const double bound = int8_kv_output_bound(E, max_v, 2.0 * max_v_error, max_logit);
         e.bound = std::min(e.bound, bound);
         const Tolerance exact_tol = attention_tolerance(Precision::fp32, max_logit);
         for (int64_t ch = 0; ch < d; ++ch) {
           const int64_t i = (b * H + h) * d + ch;
           const double o = out[i];
           if (!std::isfinite(o))
-            return ::testing::AssertionFailure() << c.name() << ": out[" << b << "][" << h << "][" << ch
-                                                 << "] = " << o << " (NaN/Inf)";
+            return ::testing::AssertionFailure()
+                   << c.name() << ": out[" << b << "][" << h << "][" << ch << "] = " << o << " (NaN/Inf)";
           const double own = std::fabs(o - dequantized[i]);
           if (own > exact_tol.max_abs * std::max(1.0, max_v))
             return ::testing::AssertionFailure()
                    << c.name() << ": out[" << b << "][" << h << "][" << ch << "] = " << o
-                   << " differs from the float64 decode of its own dequantized cache (" << dequantized[i]
-                   << ") by " << own << ": not a quantization error but a kernel error (wrong scale or row?)";
+                   << " differs from the float64 decode of its own dequantized cache (" << dequantized[i] << ") by "
+                   << own << ": not a quantization error but a kernel error (wrong scale or row?)";
           const double err = std::fabs(o - exact[i]), err_ch03 = std::fabs(o - double(out_ch03[i]));
           e.max_abs = std::max(e.max_abs, err);
           diff2 += err * err;
           ref2 += exact[i] * exact[i];
           if (err > bound || err_ch03 > bound + exact_tol.max_abs * std::max(1.0, max_v))
             where << " out[" << b << "][" << h << "][" << ch << "]: |err| = " << err << " (vs ch03 " << err_ch03
-                  << ") > bound " << bound << " (E = " << E << ", max|v| = " << max_v << ", max Δv = " << max_dv
-                  << ", KL = " << kl << ");";
+                  << ") > bound " << bound << " (E = " << E << ", max|v| = " << max_v
+                  << ", max V error = " << max_v_error << ", KL = " << kl << ");";
         }
       }
     }
     e.rel_frobenius = std::sqrt(diff2 / std::max(ref2, 1e-300));
     if (errors != nullptr) *errors = e;
     if (!where.str().empty())
-      return ::testing::AssertionFailure() << c.name() << " step " << step << ": relative error " << e.rel_frobenius
-                                           << ", max KL " << e.max_kl << ", outside the derived INT8 bound:"
-                                           << where.str().substr(0, 2000);
+      return ::testing::AssertionFailure()
+             << c.name() << " step " << step << ": relative error " << e.rel_frobenius << ", max KL " << e.max_kl
+             << ", " << e.saturated
+             << " saturated values, outside the derived INT8 bound:" << where.str().substr(0, 2000);
   }
   return ::testing::AssertionSuccess();
 }
 
 ::testing::AssertionResult quantizer_saturates(const std::function<int8_t(float x, float scale)>& quantize) {
   const float scale = 0.1f;
-  for (float x : {0.0f, 0.04f, -0.06f, 3.3f, 12.7f, 12.74f, 12.76f, 12.8f, 13.0f, 50.0f, 1e30f, -12.76f, -12.8f,
-                  -50.0f, -1e30f}) {
+  for (float x : {0.0f, 0.04f, -0.06f, 3.3f, 12.7f, 12.74f, 12.76f, 12.8f, 13.0f, 50.0f, 1e30f, -12.76f, -12.8f, -50.0f,
+                  -1e30f}) {
     const float r = std::round(x / scale);
     const int expected = int(std::clamp(r, -127.0f, 127.0f));
     const int got = quantize(x, scale);
     if (got != expected)
-      return ::testing::AssertionFailure() << "quantize(" << x << ", scale " << scale << ") = " << got
-                                           << ", expected " << expected
-                                           << " (round, then clamp to [−127, 127]: never wrap)";
+      return ::testing::AssertionFailure() << "quantize(" << x << ", scale " << scale << ") = " << got << ", expected "
+                                           << expected << " (round, then clamp to [−127, 127]: never wrap)";
   }
   return ::testing::AssertionSuccess();
 }
 
 ::testing::AssertionResult round_trip_within_half_step(const Int8AppendFn& append, KeyScaling key_scaling,
-                                                       int64_t tokens) {
+                                                       int64_t tokens, ScaleDtype scale_dtype) {
   SeededRng rng;
-  const Int8Case c{{tokens, tokens}, tokens, 4, 2, 80, key_scaling, 3, 10.0f};
+  const Int8Case c{{tokens, tokens}, tokens, 4, 2, 80, key_scaling, 3, 10.0f, scale_dtype};
   const int64_t B = 2, G = 2, d = c.head_dim;
-  Int8KvCache cache({B, G, tokens + 1, d}, key_scaling);
+  Int8KvCache cache({B, G, tokens + 1, d}, key_scaling, scale_dtype);
   for (int64_t t = 0; t < tokens; ++t) {
     Tensor<float> k_new({B, G, d}), v_new({B, G, d});
     fill_kv(rng, c, t % 2, k_new.data(), v_new.data(), B * G);  // outliers move: per-channel must saturate
     append(cache, k_new, v_new);
     for (int64_t b = 0; b < B; ++b) {
       if (cache.length(b) != t + 1)
-        return ::testing::AssertionFailure() << "lengths[" << b << "] = " << cache.length(b) << " after " << t + 1
-                                             << " appends";
+        return ::testing::AssertionFailure()
+               << "lengths[" << b << "] = " << cache.length(b) << " after " << t + 1 << " appends";
       for (int64_t g = 0; g < G; ++g)
         for (int64_t ch = 0; ch < d; ++ch) {
           const size_t i = size_t((b * G + g) * d + ch);
@@ -223,8 +251,8 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
             if (!(std::fabs(x_hat - expected) <= allowed))
               return ::testing::AssertionFailure()
                      << (kv == 0 ? "K" : "V") << "[" << b << "][" << g << "][" << t << "][" << ch << "] = " << x
-                     << " dequantizes to " << x_hat << " (step " << step << "): "
-                     << (inside ? "more than half a step away" : "not saturated to ±127·step");
+                     << " dequantizes to " << x_hat << " (step " << step
+                     << "): " << (inside ? "more than half a step away" : "not saturated to ±127·step");
           }
         }
     }
@@ -232,6 +260,35 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
   if (key_scaling == KeyScaling::per_channel && cache.saturated_count() == 0)
     return ::testing::AssertionFailure() << "per-channel K: no value saturated (saturated_count() = 0), though "
                                             "the outlier channels moved past the calibrated range";
+  if (key_scaling == KeyScaling::per_token && cache.saturated_count() != 0)
+    return ::testing::AssertionFailure() << "per-token " << to_string(scale_dtype)
+                                         << " scales: " << cache.saturated_count()
+                                         << " values saturated; a row's own scale (rounded up) must hold it";
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult fp16_scales_round_up() {
+  SeededRng rng;
+  std::vector<float> scales{0.0f,    1e-9f,   5.96e-8f, 6.0e-8f,  6.1e-5f,  1.0f / 127.0f, 0.1f, 1.0f,
+                            1.0005f, 2048.5f, 65504.0f, 65505.0f, 65519.0f, 65520.0f,      1e7f, 3.0e38f};
+  for (int i = 0; i < 2000; ++i) scales.push_back(std::exp(rng.normal() * 6.0f) / 127.0f);
+  for (const float scale : scales) {
+    const uint16_t bits = scale_to_fp16_up(scale);
+    const float up = half_bits_to_float(bits);
+    if (scale > 65504.0f) {
+      if (up != 65504.0f)
+        return ::testing::AssertionFailure()
+               << "scale_to_fp16_up(" << scale << ") = " << up << ", expected the largest finite fp16, 65504";
+      continue;
+    }
+    if (!(up >= scale))
+      return ::testing::AssertionFailure()
+             << "scale_to_fp16_up(" << scale << ") = " << up << " is below the scale: |x|/scale could exceed 127";
+    if (bits > 0 && !(half_bits_to_float(uint16_t(bits - 1)) < scale))
+      return ::testing::AssertionFailure()
+             << "scale_to_fp16_up(" << scale << ") = " << up << " is not the smallest fp16 ≥ the scale ("
+             << half_bits_to_float(uint16_t(bits - 1)) << " is one too)";
+  }
   return ::testing::AssertionSuccess();
 }
 
@@ -248,8 +305,8 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
       (which == 0 ? k_new : v_new)[(1 * G + 2) * d + 5] = bad;
       try {
         append(cache, k_new, v_new);
-        return ::testing::AssertionFailure() << "a " << bad << " in " << (which == 0 ? "k_new" : "v_new")
-                                             << " was appended without an error";
+        return ::testing::AssertionFailure()
+               << "a " << bad << " in " << (which == 0 ? "k_new" : "v_new") << " was appended without an error";
       } catch (const std::invalid_argument& error) {
         const std::string message = error.what();
         if (message.find("sequence 1") == std::string::npos || message.find("KV head 2") == std::string::npos)

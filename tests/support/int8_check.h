@@ -19,16 +19,17 @@ namespace inferlab::testing {
 
 /// One INT8 decode test shape, with the data's outlier channels in K.
 struct Int8Case {
-  std::vector<int64_t> lengths{1};        ///< final length of each sequence
-  int64_t steps = 1;                      ///< tokens appended (and decoded) one at a time at the end
-  int64_t num_heads = 1;                  ///< query heads
-  int64_t num_kv_heads = 1;               ///< KV heads
-  int64_t head_dim = 64;                  ///< d
+  std::vector<int64_t> lengths{1};                 ///< final length of each sequence
+  int64_t steps = 1;                               ///< tokens appended (and decoded) one at a time at the end
+  int64_t num_heads = 1;                           ///< query heads
+  int64_t num_kv_heads = 1;                        ///< KV heads
+  int64_t head_dim = 64;                           ///< d
   KeyScaling key_scaling = KeyScaling::per_token;  ///< K's scale granularity
-  int64_t outlier_channels = 0;           ///< channels of K with large magnitude (as real models have)
-  float outlier_magnitude = 10.0f;        ///< their scale relative to the other channels
+  int64_t outlier_channels = 0;                    ///< channels of K with large magnitude (as real models have)
+  float outlier_magnitude = 10.0f;                 ///< their scale relative to the other channels
+  ScaleDtype scale_dtype = ScaleDtype::fp32;       ///< how the cache stores its scales
 
-  /// "b2_L9-33_steps2_h8_kv2_d80_per_token_out3".
+  /// "b2_L9-33_steps2_h8_kv2_d80_per_token_out3" (+ "_fp16scales").
   std::string name() const;
 };
 
@@ -38,18 +39,24 @@ struct Int8Errors {
   double max_abs = 0.0;        ///< max |ô − o|
   double bound = 0.0;          ///< the derived per-element bound (smallest over the sequences)
   double max_kl = 0.0;         ///< max over (sequence, head) of KL(p ‖ p̂) of the softmax weights
+  int64_t saturated = 0;       ///< values the cache clamped (Int8KvCache::saturated_count())
 };
 
 /// The odd shapes: ragged batches, L = 1 … 129 (capped at @p max_length), head_dim 64/80/96/128
-/// and 36/20 (off the vector path), GQA 1/2/4/8, both K scalings, with and without outliers.
+/// and 36/20 (off the vector path), GQA 1/2/4/8, both K scalings, with and without outliers,
+/// fp32 and fp16 scales; every case but one appends (and decodes) its last tokens one at a time
+/// after the prefill, so per-channel K scales calibrated on the prompt meet later tokens.
 std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 
 /// Replays generation for @p c: prefill length − steps tokens into an Int8KvCache and an fp32
 /// KvCache, then each step @p append (int8) / KvCache::append (fp32) one token and run @p decode;
 /// checks every step (a) finite, (b) within attention_tolerance(fp32) of decode_int8_reference
 /// (the exact result over the dequantized cache), (c) within int8_kv_output_bound of
-/// decode_reference over the fp32 data and of the chapter-03 cpu/decode_simd. The message
-/// names the step, relative error, max-abs against the bound, softmax KL and the seed.
+/// decode_reference over the fp32 data and of the chapter-03 cpu/decode_simd, the score error
+/// summed from int8_element_error_bound (half a step, or the clamped excess of a saturated
+/// value), and (d) the cache's saturated_count() equals the number of values that had to be
+/// clamped, counted here from the inputs and the stored steps. The message names the step,
+/// relative error, max-abs against the bound, softmax KL, the saturations and the seed.
 /// @p errors (when given) receives the errors of the last step.
 ::testing::AssertionResult int8_decode_within_budget(const Int8DecodeFn& decode, const Int8AppendFn& append,
                                                      const Int8Case& c, Int8Errors* errors = nullptr);
@@ -59,11 +66,16 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 ::testing::AssertionResult quantizer_saturates(const std::function<int8_t(float x, float scale)>& quantize);
 
 /// Appends @p tokens random tokens (with outlier channels) with @p append to an empty cache of
-/// @p key_scaling and checks each element: within int8_round_trip_bound(step) of its input when
-/// the input is inside ±127·step, else saturated to ±127·step with the input's sign; no byte is
-/// −128; lengths advanced.
+/// @p key_scaling and @p scale_dtype and checks each element: within int8_round_trip_bound(step)
+/// of its input when the input is inside ±127·step, else saturated to ±127·step with the input's
+/// sign; no byte is −128; lengths advanced. Per-token scales (fp32, or fp16 rounded up) must
+/// saturate nothing; per-channel K must report its saturations.
 ::testing::AssertionResult round_trip_within_half_step(const Int8AppendFn& append, KeyScaling key_scaling,
-                                                       int64_t tokens);
+                                                       int64_t tokens, ScaleDtype scale_dtype = ScaleDtype::fp32);
+
+/// scale_to_fp16_up on edge and random values: the result is an fp16 ≥ the scale, the fp16
+/// just below it is < the scale, and scales past 65504 give 65504.
+::testing::AssertionResult fp16_scales_round_up();
 
 /// A NaN (and an Inf) in k_new / v_new of (sequence 1, KV head 2) must throw
 /// std::invalid_argument naming "sequence 1" and "KV head 2", changing no byte and no length.

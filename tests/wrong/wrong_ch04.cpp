@@ -2,7 +2,8 @@
 // (tests/support/int8_check.h): each mistake must be rejected, and the same code without the
 // mistake must pass.
 //   - a decode that takes each V row's scale from the next token (a scale indexing slip);
-//   - a quantizer that casts to int8 without clamping (128 wraps to −128: the sign flips).
+//   - a quantizer that casts to int8 without clamping (128 wraps to −128: the sign flips);
+//   - an append that clamps per-channel K values past the prompt's range without counting them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,9 +64,24 @@ TEST(WrongCh04, ScaleFromTheWrongTokenIsRejected) {
   ASSERT_FALSE(result);
   std::cout << result.message() << "\n";
   for (const testing::Int8Case& c : testing::int8_decode_cases(65)) {
-    if (*std::min_element(c.lengths.begin(), c.lengths.end()) == 1 && c.lengths.size() == 1) continue;  // L = 1: j+1 ≡ j
+    if (*std::min_element(c.lengths.begin(), c.lengths.end()) == 1 && c.lengths.size() == 1)
+      continue;  // L = 1: j+1 ≡ j
     EXPECT_FALSE(testing::int8_decode_within_budget(decode_with(true), cpu_append, c)) << c.name();
   }
+}
+
+TEST(WrongCh04, UncountedSaturationIsRejected) {
+  const Int8AppendFn uncounted = [](Int8KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+    const int64_t before = cache.saturated_count();
+    cache.append(k_new, v_new);
+    cache.add_saturated(before - cache.saturated_count());  // the clamps go unreported
+  };
+  // Per-channel K calibrated on a 1-token prompt: the appended tokens of the outlier channel clamp.
+  const testing::Int8Case c{{6, 9}, 5, 4, 2, 64, KeyScaling::per_channel, 2, 10.0f};
+  ASSERT_TRUE(testing::int8_decode_within_budget(decode_with(false), cpu_append, c));
+  const auto result = testing::int8_decode_within_budget(decode_with(false), uncounted, c);
+  ASSERT_FALSE(result);
+  std::cout << result.message() << "\n";
 }
 
 TEST(WrongCh04, QuantizerThatWrapsIsRejected) {

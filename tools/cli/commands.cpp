@@ -65,6 +65,7 @@ int tour(const std::vector<std::string>& argv) {
   tour_chapter01(std::cout, roofline, options);
   tour_chapter02(std::cout, roofline, options);
   tour_chapter03(std::cout, roofline, options);
+  tour_chapter04(std::cout, roofline, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }
@@ -126,6 +127,18 @@ int versions(const std::vector<std::string>& argv) {
               << (backend_available(v.backend) ? "" : "  [unavailable: " + backend_unavailable_reason(v.backend) + "]")
               << "\n";
   }
+  const auto row = [](const std::string& name, Backend backend, int chapter, const char* cache, const std::string& summary) {
+    std::cout << "  " << std::left << std::setw(22) << name << std::setw(6) << to_string(backend) << "ch"
+              << std::setfill('0') << std::setw(2) << std::right << chapter << std::setfill(' ') << "  " << cache
+              << "  " << summary
+              << (backend_available(backend) ? "" : "  [unavailable: " + backend_unavailable_reason(backend) + "]")
+              << "\n";
+  };
+  std::cout << "Quantized-cache decode versions (chapter 04; `inferlab decode --cache int8|int8-channel|fp8`):\n";
+  for (const Int8DecodeVersion& v : int8_decode_versions()) row(v.name, v.backend, v.chapter, "int8", v.summary);
+  for (const Fp8DecodeVersion& v : fp8_decode_versions()) row(v.name, v.backend, v.chapter, "fp8 ", v.summary);
+  std::cout << "Quantize-on-append versions (chapter 04):\n";
+  for (const Int8AppendVersion& v : int8_append_versions()) row(v.name, v.backend, v.chapter, "int8", v.summary);
   return 0;
 }
 

@@ -14,7 +14,8 @@ int roofline(const std::vector<std::string>& args);
 /// `inferlab attention --q q.npy --k k.npy --v v.npy [--causal] [--version NAME] [--backend B] --out o.npy`.
 int attention(const std::vector<std::string>& args);
 /// `inferlab decode --q q.npy --k-cache k.npy --v-cache v.npy --lengths lengths.npy [--version NAME]
-/// [--backend B] --out o.npy`: one decode step (chapter 03) on .npy data.
+/// [--backend B] [--cache int8|int8-channel|fp8] --out o.npy`: one decode step (chapter 03) on .npy
+/// data; --cache quantizes the cache on load and runs an INT8 / FP8 version (chapter 04).
 int decode(const std::vector<std::string>& args);
 /// `inferlab versions`: every registered version and where it runs.
 int versions(const std::vector<std::string>& args);

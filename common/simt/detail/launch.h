@@ -65,6 +65,14 @@ void set_workers(int count);
 /// there was none since the last cudaDeviceReset().
 std::string last_error_message();
 
+/// Bytes of device memory (cudaMalloc) currently allocated by this process.
+size_t device_bytes_in_use();
+/// The most device memory allocated at once since the last reset_device_bytes_peak() (or the
+/// start): a test reads it after a call to bound the call's scratch memory.
+size_t device_bytes_peak();
+/// Starts a new peak measurement: the peak becomes the bytes allocated now.
+void reset_device_bytes_peak();
+
 /// What the emulator knows about the most recent launch (for test reports).
 struct LaunchRecord {
   std::string kernel;       ///< the kernel's name (demangled symbol, or the launch site)

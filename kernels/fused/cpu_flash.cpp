@@ -1,0 +1,167 @@
+// cpu/flash — chapter 05: fused prefill attention on the CPU (FlashAttention's algorithm).
+//
+// Computes what every prefill version computes (kernels/attention/attention.h): per query head
+// h, O_h = softmax(Q_h·K_gᵀ/√d [+ causal mask])·V_g, g = h / group_size (GQA). Unlike
+// cpu/blocked (chapter 02), no row of scores is ever complete: a block of Br query rows walks
+// the keys one block of Bc keys at a time, and each query row i keeps
+//   m_i   the running max of the scores seen so far,
+//   l_i   the running sum of exp(s − m_i),
+//   O_i   the running, unnormalised output Σ exp(s_ij − m_i)·v_j.
+// For each key block (the online softmax, derived in chapters/05-fused-attention/README.md):
+//   S      = Q_block · K_blockᵀ                     (Br × Bc scores, in L1/L2)
+//   m_new  = max(m_i, max_j S_ij)
+//   P_ij   = exp(S_ij − m_new)                      (in place)
+//   α_i    = exp(m_i − m_new)                       (1 when the max did not grow; 0 at the start)
+//   l_i    = α_i·l_i + Σ_j P_ij,   O_i = α_i·O_i + P·V_block,   m_i = m_new
+// and at the end O_i / l_i. The scratch is O(Br·Bc + Br·d) floats per thread — the L×L score
+// matrix never exists, not even one full row of it (cpu/blocked holds Br × L).
+//
+// Launch shape: OpenMP over (query head, block of Br query rows), dynamic schedule (causal
+// blocks differ in cost). K and V are packed once per call (cpu_micro_tile.h: K in panels of
+// kNr keys, V in rows padded to kNr columns), as cpu/blocked does; both products run on the same
+// register-tiled micro-kernel (6 rows × 64 columns with AVX-512).
+//
+// Causal: a query block only visits keys 0 .. i0+Br−1 (key blocks wholly above the diagonal
+// are skipped, about half the work); inside the diagonal key blocks each row masks its keys
+// past i. A row that sees no key of a block (possible when Br > 1 and the block starts past
+// it) keeps m, l and O unchanged.
+//
+// Cost per head (L = seq_len, d = head_dim): 4·L²·d FLOPs dense (≈ 2·L²·d executed when causal).
+// Bytes (common/cost.h, TrafficModel::fused): Q, K, V, O only — 4·L·d elements — so
+// AI = 4·L²·d / (4·4·L·d) = L/4 FLOP/byte in fp32 (L/2 in fp16). In practice K and V are
+// re-read from L2/L3 once per query block; DRAM sees little more than the model says.
+//
+// Measured on the development machine (2-core Xeon VM, AVX-512, `inferlab roofline` peak
+// 473 GFLOP/s fp32), 4 heads, L = 4096, d = 128, non-causal, dense FLOPs, one bench_ch05 run with
+// the versions interleaved (--benchmark_repetitions=3 --benchmark_enable_random_interleaving;
+// the VM is shared and noisy, so the best call of each version is quoted, the mean in brackets):
+//   version       what                                          best call   GFLOP/s  % peak  vs openblas
+//   cpu/openblas  unfused, sgemm + softmax + sgemm (chapter 02)  189 ms (315)   182      38     1.00
+//   cpu/blocked   unfused, Br × L score block in L2 (chapter 02) 123 ms (130)   279      59     1.54×
+//   cpu/flash     this file                                      104 ms (113)   330      70     1.82×
+// Causal (useful FLOPs): cpu/flash 60.4 ms, cpu/blocked 60.5 ms, cpu/openblas 190 ms (it computes
+// the masked half anyway). At L = 512 the unfused versions still hold all scores in L2 and
+// cpu/flash is no faster (1.9 ms vs 1.75 ms blocked).
+// Where a single thread's time goes (perf, L = 2048): the micro-kernel 68% (Q·Kᵀ and P·V about
+// equally), the online-softmax bookkeeping (max, exp, α, l) ~10%, the rest packing, setting up
+// the problem and scheduling. The Bc = 128 key block keeps P·V's V panel (Bc × kNr floats,
+// 32 KiB) in L1; Bc = 256 was no faster. Br = 192 rows rather than 96 halves how often K and V
+// stream from L3 (4 MiB per head at L = 4096, more than L2): single-thread time 61.1 → 58.9 ms at
+// L = 2048 (cpu/blocked 63–64 ms in the same runs). α is applied as the micro-kernel loads O
+// (micro_tile's row scale), not in a separate pass over O.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/cpu_micro_tile.h"
+#include "kernels/attention/cpu_simd.h"
+#include "kernels/fused/fused.h"
+
+namespace inferlab {
+namespace {
+
+using simd::AlignedFloats;
+using simd::round_up;
+using tiles::kMr;
+using tiles::kNr;
+using tiles::micro_tile;
+
+constexpr int64_t kBlockRows = 32 * kMr;  // Br: query rows per block (192 with AVX-512)
+constexpr int64_t kKeyBlock = 2 * kNr;    // Bc: keys per block (128 with AVX-512); S block 48 KiB,
+                                          // a V panel of Bc × kNr floats 32 KiB: in L1 for P·V
+constexpr int64_t kRowPad = 16;           // floats added to S's row stride (no 4 KiB aliasing)
+
+}  // namespace
+
+void attention_cpu_flash(const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
+                         Tensor<float>& out) {
+  const AttentionShape shape = attention_shape(q, k, v, causal);
+  check_attention_output(out, shape);
+  const int64_t L = shape.seq_len, d = shape.head_dim;
+  const tiles::PackedKv packed(k, v, shape);
+  const int64_t d_pad = packed.d_pad();
+  const int64_t block_rows = std::min(kBlockRows, round_up(L, kMr));
+  const int64_t num_blocks = (L + block_rows - 1) / block_rows;
+  const int64_t score_stride = kKeyBlock + kRowPad;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+#pragma omp parallel
+  {
+    // Per-thread scratch, reused across blocks — O(Br·(d + Bc)) floats, independent of L.
+    AlignedFloats q_block(block_rows * d);            // Q rows × 1/√d (padding rows 0)
+    AlignedFloats scores(block_rows * score_stride);  // S, then P, of one key block
+    AlignedFloats o_block(block_rows * d_pad);        // the running, unnormalised O
+    std::vector<float> row_max(static_cast<size_t>(block_rows)), row_sum(static_cast<size_t>(block_rows)),
+        rescale(static_cast<size_t>(block_rows));
+
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < shape.num_heads * num_blocks; ++item) {
+      const int64_t h = item / num_blocks, i0 = (item % num_blocks) * block_rows;
+      const int64_t g = h / shape.group_size();
+      const int64_t rows = std::min(block_rows, L - i0);  // valid query rows in this block
+      const int64_t tiles = (rows + kMr - 1) / kMr;       // row tiles (the last may be padded)
+      const int64_t kv_end = causal ? i0 + rows : L;      // causal: later key blocks are skipped
+
+      for (int64_t r = 0; r < tiles * kMr; ++r)
+        for (int64_t c = 0; c < d; ++c)
+          q_block.data()[r * d + c] = r < rows ? q[(h * L + i0 + r) * d + c] * scale : 0.0f;
+      std::fill(row_max.begin(), row_max.end(), kMinusInf);
+      std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+
+      for (int64_t j0 = 0; j0 < kv_end; j0 += kKeyBlock) {
+        const int64_t block_keys = std::min(kKeyBlock, kv_end - j0);
+        // S = Q_block · K_blockᵀ, whole panels (keys of a panel past the block are never read).
+        for (int64_t p = 0; p < (block_keys + kNr - 1) / kNr; ++p)
+          for (int64_t t = 0; t < tiles; ++t)
+            micro_tile<false>(d, q_block.data() + t * kMr * d, d, packed.key_panel(g, j0 / kNr + p), kNr,
+                              scores.data() + t * kMr * score_stride + p * kNr, score_stride);
+
+        // The online softmax step of each row; padding rows' scores are exactly 0 (zero Q rows)
+        // and are left as they are: they only feed O's padding rows, never stored.
+        for (int64_t r = 0; r < rows; ++r) {
+          float* row = scores.data() + r * score_stride;
+          const int64_t valid = causal ? std::clamp(i0 + r + 1 - j0, int64_t(0), block_keys) : block_keys;
+          if (valid == 0) {  // every key of this block is after query i0 + r: nothing changes
+            std::fill(row, row + block_keys, 0.0f);
+            rescale[size_t(r)] = 1.0f;
+            continue;
+          }
+          float new_max = 0.0f;
+          const float block_sum = simd::softmax_numerator(row, valid, block_keys, row_max[size_t(r)], &new_max);
+          const float alpha = std::exp(row_max[size_t(r)] - new_max);  // exp(−inf) = 0 on the first block
+          rescale[size_t(r)] = alpha;
+          row_sum[size_t(r)] = alpha * row_sum[size_t(r)] + block_sum;
+          row_max[size_t(r)] = new_max;
+        }
+
+        // O = α·O + P·V_block, α applied as the micro-kernel loads O (no separate pass). The
+        // first block writes O (no stale value is ever scaled).
+        for (int64_t col = 0; col < d_pad; col += kNr)
+          for (int64_t t = 0; t < tiles; ++t) {
+            const float* a = scores.data() + t * kMr * score_stride;
+            const float* b = packed.value_row(g, j0) + col;
+            float* c = o_block.data() + t * kMr * d_pad + col;
+            if (j0 == 0) {
+              micro_tile<false>(block_keys, a, score_stride, b, d_pad, c, d_pad);
+            } else {
+              micro_tile<true>(block_keys, a, score_stride, b, d_pad, c, d_pad, rescale.data() + t * kMr);
+            }
+          }
+      }
+
+      for (int64_t r = 0; r < rows; ++r) {
+        float* o = out.data() + (h * L + i0 + r) * d;
+        const float* o_r = o_block.data() + r * d_pad;
+        const float inv_sum = 1.0f / row_sum[size_t(r)];
+        for (int64_t c = 0; c < d; ++c) o[c] = o_r[c] * inv_sum;
+      }
+    }
+  }
+}
+
+}  // namespace inferlab

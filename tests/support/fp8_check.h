@@ -1,0 +1,57 @@
+#pragma once
+/// @file fp8_check.h
+/// The checks of chapter 04's FP8 E4M3 KV cache, shared by the real code and the wrong fixtures
+/// in tests/wrong: E4M3 decoding and encoding against an independent definition (every code; the
+/// nearest value found by search, ties to the even code, saturation, NaN), the row quantizer's
+/// scale and round trip, and FP8 decode within fp8_kv_output_bound (common/tolerance.h) of the
+/// fp32 attention while matching the float64 decode of its own dequantized cache at fp32
+/// tolerance. Shapes and the outlier data are chapter 04's INT8 ones (int8_check.h).
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "kernels/decode/decode_fp8.h"
+#include "tests/support/int8_check.h"
+
+namespace inferlab::testing {
+
+/// The value of E4M3 @p code by the format's definition (NaN for S.1111.111), written apart from
+/// kernels/quant/fp8_e4m3.h.
+double e4m3_definition(uint8_t code);
+
+/// All 256 codes: @p decode(code) must equal e4m3_definition(code) exactly (NaN for NaN, the
+/// sign of ±0 kept).
+::testing::AssertionResult fp8_decoder_matches_definition(const std::function<float(uint8_t)>& decode);
+
+/// @p encode against the nearest E4M3 value found by searching all codes (ties to the even
+/// code, |x| ≥ 448 and ±Inf saturate to ±448, NaN to a NaN code) on every code's value, every
+/// midpoint between neighbours and one float step either side of it, tiny and huge values and
+/// random values over the whole range.
+::testing::AssertionResult fp8_encoder_matches_definition(const std::function<uint8_t(float)>& encode);
+
+/// A row quantizer: returns the scale Δ and writes one code per element.
+using Fp8RowQuantizer = std::function<float(std::span<const float> row, std::span<uint8_t> codes)>;
+
+/// Random rows (with outliers, an all-zero row, tiny values): Δ = max|x|/448 (the largest
+/// element stored as ±448, code 0x7E / 0xFE) and every element back within
+/// fp8_e4m3_round_trip_bound of itself.
+::testing::AssertionResult fp8_row_round_trip(const Fp8RowQuantizer& quantize);
+
+/// Replays generation for @p c (K scaling ignored: FP8 has per-token scales for K and V): prefill
+/// length − steps tokens into an Fp8KvCache and an fp32 KvCache, then each step append one token
+/// and run @p decode (output poisoned with NaN first); checks every output (a) finite, (b) within
+/// attention_tolerance(fp32) of decode_reference over the dequantized cache, (c) within
+/// fp8_kv_output_bound of decode_reference over the fp32 data. @p errors receives the measured
+/// errors of the last step (relative error, max |err|, smallest bound, softmax KL).
+::testing::AssertionResult fp8_decode_within_budget(const Fp8DecodeFn& decode, const Int8Case& c,
+                                                    Int8Errors* errors = nullptr);
+
+/// The FP8 decode shapes: int8_decode_cases()'s per-token ones with fp32 scales (ragged, L = 1 … @p max_length,
+/// head_dim 20 … 128, GQA 1 … 8, with and without outliers), plus head_dim 18 (off the 4-code
+/// vectors) and 200 (several vectors per lane).
+std::vector<Int8Case> fp8_decode_cases(int64_t max_length = 129);
+
+}  // namespace inferlab::testing
