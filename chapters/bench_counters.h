@@ -158,6 +158,13 @@ inline void set_decode_counters(benchmark::State& state, const Cost& cost, const
   state.counters["cache_x_llc"] = cache_bytes / 1048576.0 / llc_mib;
 }
 
+/// @p value as text, for the output's context (benchmark::AddCustomContext).
+inline std::string context_number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
 /// The traffic model add_roofline_context() records for prefill benchmarks.
 inline constexpr const char* kPrefillTrafficModel =
     "bytes/AI: article (Q,K,V,O + L*L scores once); bytes_unfused/AI_unfused: ~4*L*L score elements";
@@ -168,11 +175,7 @@ inline constexpr const char* kPrefillTrafficModel =
 inline void add_roofline_context(const std::string& flop_convention,
                                  const std::string& traffic_model = kPrefillTrafficModel) {
   const Roofline& roofline = measured_roofline();
-  const auto number = [](double value) {
-    std::ostringstream text;
-    text << value;
-    return text.str();
-  };
+  const auto number = context_number;
   benchmark::AddCustomContext("roofline_file", default_roofline_path().string());
   benchmark::AddCustomContext("roofline_peak_gflops", number(roofline.peak_gflops));
   benchmark::AddCustomContext("roofline_peak_simd", roofline.simd);

@@ -8,6 +8,7 @@
 
 #include "common/cost.h"
 #include "common/roofline.h"
+#include "kernels/attention/registry.h"
 #include "kernels/decode/registry.h"
 
 namespace inferlab {
@@ -43,6 +44,21 @@ void tour_chapter03(std::ostream& out, const Roofline& roofline, const TourOptio
 /// quantized cache. A fraction of a second (smaller with @p options.quick).
 void tour_chapter04(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 05: cuda/flash on the SIMT emulator (a tiny GQA causal shape) against the float64
+/// oracle; then one prefill computed by chapter 02's unfused cpu/blocked and by the fused
+/// cpu/flash on the same inputs, each checked against the float64 oracle and timed, beside the
+/// modelled bytes of each (unfused: ~4·L² score elements per head; fused: Q, K, V, O only) and
+/// their AI (fused: L/4 in fp32); then one split-KV decode step at batch 1 with one KV head and
+/// a long context (32768 tokens; 4096 with @p options.quick): cpu/decode_split with S = 1 and
+/// with the S that choose_num_splits() picks, each checked against the float64 decode, timed,
+/// with GB/s and % of the measured read bandwidth. About a second.
+void tour_chapter05(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
+/// Seconds of the fastest of a few calls of @p version on @p q, @p k, @p v (after one untimed
+/// call; about 0.3 s of calls, 2 to 20 of them; one with @p quick). The output is scratch.
+double time_prefill(const AttentionVersion& version, const Tensor<float>& q, const Tensor<float>& k,
+                    const Tensor<float>& v, bool causal, bool quick);
+
 /// One decode step measured by measure_decode().
 struct DecodeMeasurement {
   Cost cost;                 ///< decode_step_cost(): FLOPs and bytes (K, V of every cached token, q, out)
@@ -60,7 +76,8 @@ DecodeMeasurement measure_decode(const DecodeVersion& version, const KvCache& ca
 
 /// The tour's closing table: prefill measured at several L (cpu/blocked) beside one decode step
 /// measured with cpu/decode_simd (fp32 cache, batch sized so the cache is ~4× the last-level
-/// cache, at most 2 GiB; tens of MiB with --quick), with AI under the article's, the unfused and
+/// cache, at most 2 GiB; tens of MiB with --quick), and cpu/flash (chapter 05) measured on the
+/// inputs of one prefill row (L = 1024; 256 with --quick), with AI under the article's, the unfused and
 /// the fused traffic models, GFLOP/s, % of the roof and whether each is memory- or compute-bound
 /// on this machine.
 void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions& options);

@@ -5,14 +5,26 @@
 #
 #   tools/gpu-check.sh                     # build in build/gpu, report in build/gpu/gpu-report.md
 #   BUILD_DIR=/tmp/b CUDA_ARCHS=90 tools/gpu-check.sh
+#   BENCHES=bench_ch05 tools/gpu-check.sh        # one chapter's benchmark only
 #   BENCHES=all BENCH_FILTER='L:2048' BENCH_MIN_TIME=0.2 tools/gpu-check.sh
 #
-# Benchmarks: by default only bench_ch02, filtered to every cuda/... version over the whole sweep
-# plus cpu/blocked and cpu/openblas at L = 2048, d = 128 for comparison (about 1–2 minutes on an
-# A100/H100-class GPU, within BENCH_TIMEOUT). Its JSON goes to $build/bench/bench_ch02.json and
-# the report gets the GPU's measured ceilings, the side-by-side table and the issue's two GPU
-# targets (tools/gpu_bench_report.py). BENCHES=all runs every bench_* executable (CPU ones too:
-# minutes more); BENCH_FILTER replaces the filter for all of them.
+# Benchmarks: by default the GPU families of bench_ch02 … bench_ch05, each filtered short (the
+# whole script, build included, is meant to fit in about 8 minutes on an H100/H200-class GPU;
+# each benchmark is stopped after BENCH_TIMEOUT seconds):
+#   bench_ch02  every cuda/... prefill version over its sweep, plus cpu/blocked and cpu/openblas
+#               at L = 2048, d = 128 for comparison;
+#   bench_ch03  cuda/decode, fp32 and fp16 caches, L = 8192 and 32768, batch 1, 4, 16;
+#   bench_ch04  cuda/decode_int8 (per-token and per-channel K scales) beside cuda/decode over
+#               fp16 and fp32 caches, L = 4096 and 16384, batch 8 and 32 (every gpu_decode_ run);
+#   bench_ch05  cuda/flash and cuda/flash_tc beside cuda/cublas and cuda/cublas_fp16, non-causal,
+#               d = 128, L = 1024 … 16384 (every prefill_gpu/ run).
+# Their JSON goes to $build/bench/<bench>.json, and tools/gpu_bench_report.py turns each into the
+# report's sections: the GPU's measured ceilings, the side-by-side tables and the issues' GPU
+# targets (ch02: cuda/cublas ≥ 50% of SGEMM, cuda/tiled ≥ 5× cuda/naive; ch03: cuda/decode ≥ 80%
+# of the copy bandwidth; ch04: INT8 ≥ 1.7× fp16 at batch ≥ 8, L ≥ 4096; ch05: cuda/flash_tc
+# ≥ 300 TFLOP/s at L ≥ 4096 and faster than cuda/cublas at every L ≥ 1024). BENCHES=all runs
+# every bench_* executable (their CPU families too: many minutes more); BENCH_FILTER replaces the
+# filter for all of them.
 #
 # Exit status: 0 when the build, every cuda test and the benchmarks pass, 1 on a failure, 2 when
 # no GPU/nvcc.
@@ -20,11 +32,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
 build=${BUILD_DIR:-build/gpu}
-benches=${BENCHES:-bench_ch02}
+benches=${BENCHES:-bench_ch02 bench_ch03 bench_ch04 bench_ch05}
 bench_filter=${BENCH_FILTER:-}
-ch02_filter='cuda/|cpu/(blocked|openblas)/L:2048/d:128'
+# The default filter of each benchmark (see above); one not listed runs whole ('.').
+declare -A default_filter=(
+  [bench_ch02]='cuda/|cpu/(blocked|openblas)/L:2048/d:128'
+  [bench_ch03]='^decode_fp(32|16)/cuda/decode/L:(8192|32768)/'
+  [bench_ch04]='^gpu_decode_'
+  [bench_ch05]='^prefill_gpu/'
+)
 bench_min_time=${BENCH_MIN_TIME:-0.1}
-bench_timeout=${BENCH_TIMEOUT:-300}
+bench_timeout=${BENCH_TIMEOUT:-240}
 jobs=${JOBS:-$(nproc)}
 report=${REPORT:-$build/gpu-report.md}
 
@@ -68,15 +86,15 @@ ctest_summary=$(grep -E "tests passed|No tests were found" "$ctest_out" | tail -
 
 step "benchmarks (${benches}, min time ${bench_min_time} s, timeout ${bench_timeout} s each)"
 bench_lines=()
-ch02_report=""
+bench_jsons=()
 while IFS= read -r bench; do
   name=$(basename "$bench")
   [[ "$benches" == all || " $benches " == *" $name "* ]] || continue
   json="$build/bench/$name.json"
-  filter=${bench_filter:-.}
-  [[ -z "$bench_filter" && "$name" == bench_ch02 ]] && filter=$ch02_filter
+  filter=${bench_filter:-${default_filter[$name]:-.}}
   cell_filter=${filter//|/\\|}  # a literal | would end the Markdown table cell
   echo "-- $name --benchmark_filter='$filter'" >>"$log"
+  rm -f "$json"  # a file from an earlier run must not be reported as this one's
   bench_start=$(date +%s)
   timeout "$bench_timeout" "$bench" --benchmark_filter="$filter" --benchmark_min_time="$bench_min_time" \
     --benchmark_out="$json" --benchmark_out_format=json >>"$log" 2>&1
@@ -88,11 +106,13 @@ while IFS= read -r bench; do
     bench_lines+=("| $name | \`$cell_filter\` | FAILED (exit $code$( (( code == 124 )) && echo ', timed out'), ${seconds} s) | see gpu-check.log |")
     status=1
   fi
-  if [[ "$name" == bench_ch02 && -s "$json" ]]; then
-    ch02_report=$(python3 "$root/tools/gpu_bench_report.py" "$json" 2>&1) || status=1
-  fi
+  [[ -s "$json" ]] && bench_jsons+=("$json")
 done < <(find "$build" -type f -executable -name 'bench_*' -not -path '*/CMakeFiles/*' | sort)
 (( ${#bench_lines[@]} > 0 )) || bench_lines+=("| ($benches) | | not found in $build | |")
+bench_report=""
+if (( ${#bench_jsons[@]} > 0 )); then
+  bench_report=$(python3 "$root/tools/gpu_bench_report.py" "${bench_jsons[@]}" 2>&1) || status=1
+fi
 
 {
   echo "# GPU check — $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -117,8 +137,8 @@ done < <(find "$build" -type f -executable -name 'bench_*' -not -path '*/CMakeFi
   echo "| --- | --- | --- | --- |"
   printf '%s\n' "${bench_lines[@]}"
   echo
-  if [[ -n "$ch02_report" ]]; then
-    echo "$ch02_report"
+  if [[ -n "$bench_report" ]]; then
+    echo "$bench_report"
     echo
   fi
   echo "Full log: gpu-check.log"

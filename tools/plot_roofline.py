@@ -20,6 +20,14 @@ with L. Prefill and decode side by side (chapter 03): pass both JSON files, pick
         --filter '^prefill/cpu/blocked/.*d:128|^decode_fp(32|16)/cpu/decode_simd/.*batch:16' \
         --read-roof --out docs/plots/ch03-prefill-vs-decode
 
+Fused against unfused (chapter 05): plot each run at the AI of the traffic it really moves — the
+unfused versions at AI_unfused, the fused one at AI_fused (Q, K, V, O only) — with
+--ai-counter-for PATTERN=COUNTER, which takes the AI of the runs whose name matches PATTERN from
+COUNTER instead of --ai-counter (repeatable; the first match wins):
+
+    /usr/bin/python3 tools/plot_roofline.py docs/plots/ch05-bench.json --filter '^prefill/' \
+        --ai-counter AI_unfused --ai-counter-for 'cpu/flash=AI_fused' --out docs/plots/ch05-roofline
+
 Needs matplotlib from Debian (python3-matplotlib) for /usr/bin/python3.
 """
 
@@ -85,18 +93,20 @@ def roofline_from(args, bench_files):
     sys.exit("plot_roofline.py: no roofline: run ./inferlab roofline, or pass --roofline FILE")
 
 
-def benchmark_points(bench_files, ai_counter, flops_counter, name_filter=None):
+def benchmark_points(bench_files, ai_counter, flops_counter, name_filter=None, ai_counter_for=()):
     """One entry per run: series key, L, AI, GFLOP/s. Medians are used when repetitions ran.
-    With name_filter (a regular expression), only runs whose name it matches."""
+    With name_filter (a regular expression), only runs whose name it matches. ai_counter_for:
+    (pattern, counter) pairs; a run whose name matches a pattern takes its AI from that counter."""
     series = {}
     for bench in bench_files:
         runs = bench["data"].get("benchmarks", [])
         medians = [r for r in runs if r.get("run_type") == "aggregate" and r.get("aggregate_name") == "median"]
         chosen = medians if medians else [r for r in runs if r.get("run_type", "iteration") == "iteration"]
         for run in chosen:
-            if ai_counter not in run or flops_counter not in run:
-                continue
             name = run.get("run_name", run["name"])
+            counter = next((c for pattern, c in ai_counter_for if re.search(pattern, name)), ai_counter)
+            if counter not in run or flops_counter not in run:
+                continue
             if name_filter and not re.search(name_filter, name):
                 continue
             version = run.get("label") or name.split("/L:")[0]
@@ -107,7 +117,7 @@ def benchmark_points(bench_files, ai_counter, flops_counter, name_filter=None):
             series.setdefault(key, []).append(
                 {
                     "L": int(size.group(1)) if size else None,
-                    "ai": float(run[ai_counter]),
+                    "ai": float(run[counter]),
                     "gflops": float(run[flops_counter]),
                     "ai_unfused": float(run["AI_unfused"]) if "AI_unfused" in run else None,
                 }
@@ -125,6 +135,9 @@ def main():
                         help="output path without extension; .png and .svg are written")
     parser.add_argument("--title", default=None, help="plot title")
     parser.add_argument("--ai-counter", default="AI", help="counter used as arithmetic intensity (default AI)")
+    parser.add_argument("--ai-counter-for", action="append", default=[], metavar="PATTERN=COUNTER",
+                        help="runs whose name matches the regular expression PATTERN take their AI from COUNTER "
+                             "(repeatable; the first match wins), e.g. 'cpu/flash=AI_fused'")
     parser.add_argument("--gflops-counter", default="GFLOP/s", help="counter used as performance")
     parser.add_argument("--filter", default=None,
                         help="only runs whose benchmark name matches this regular expression")
@@ -136,7 +149,13 @@ def main():
 
     bench_files = [{"path": path, "data": load_json(path)} for path in args.bench]
     roof = roofline_from(args, bench_files)
-    series = benchmark_points(bench_files, args.ai_counter, args.gflops_counter, args.filter)
+    ai_counter_for = []
+    for item in args.ai_counter_for:
+        pattern, equals, counter = item.rpartition("=")
+        if not equals or not pattern or not counter:
+            parser.error(f"--ai-counter-for {item!r}: expected PATTERN=COUNTER")
+        ai_counter_for.append((pattern, counter))
+    series = benchmark_points(bench_files, args.ai_counter, args.gflops_counter, args.filter, ai_counter_for)
     if not series:
         sys.exit(f"plot_roofline.py: no runs with counters {args.ai_counter!r} and {args.gflops_counter!r}")
 
@@ -211,7 +230,8 @@ def main():
 
     ax.set_xlim(ai_lo, ai_hi)
     ax.set_ylim(gf_lo, gf_hi)
-    ax.set_xlabel(f"arithmetic intensity ({args.ai_counter}), FLOP/byte")
+    exceptions = "".join(f"; {pattern}: {counter}" for pattern, counter in ai_counter_for)
+    ax.set_xlabel(f"arithmetic intensity ({args.ai_counter}{exceptions}), FLOP/byte")
     ax.set_ylabel(f"achieved {args.gflops_counter}")
     ax.set_title(args.title or "Roofline of this machine with benchmark runs")
     ax.grid(True, which="major", alpha=0.35)

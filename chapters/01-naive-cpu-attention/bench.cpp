@@ -8,8 +8,7 @@
 // GB/s, % of the measured roofline) are defined once, in chapters/bench_counters.h. The rates
 // come from our own wall-clock time per call (manual timing), so the percentages are plain
 // numbers, right in the console table and in the JSON alike.
-#include "chapters/bench_counters.h"
-#include "common/rng.h"
+#include "chapters/bench_calls.h"
 #include "kernels/attention/registry.h"
 
 namespace {
@@ -20,15 +19,7 @@ constexpr int64_t kHeads = 4, kKvHeads = 4;
 
 void BM_Attention(benchmark::State& state, const AttentionVersion* version) {
   const int64_t L = state.range(0), d = state.range(1);
-  Rng rng(Rng::fresh_seed());
-  const Tensor<float> q = rng.normal_tensor({kHeads, L, d});
-  const Tensor<float> k = rng.normal_tensor({kKvHeads, L, d});
-  const Tensor<float> v = rng.normal_tensor({kKvHeads, L, d});
-  Tensor<float> out({kHeads, L, d});
-  const bench::CallTiming timing = bench::time_calls(state, [&] {
-    version->run(q, k, v, false, out);
-    benchmark::DoNotOptimize(out.data());
-  });
+  const bench::CallTiming timing = bench::time_prefill(state, version->run, {kHeads, kKvHeads, L, d}, false);
   bench::set_prefill_counters(state, {kHeads, kKvHeads, L, d}, timing);
   state.SetLabel(version->name);
 }

@@ -37,11 +37,10 @@
 
 #include <exception>
 #include <iostream>
-#include <sstream>
+#include <optional>
 #include <string>
 
-#include "chapters/bench_counters.h"
-#include "common/rng.h"
+#include "chapters/bench_calls.h"
 #include "kernels/attention/cpu_simd.h"
 #include "kernels/attention/cuda_timing.h"
 #include "kernels/attention/registry.h"
@@ -52,19 +51,10 @@ using namespace inferlab;
 
 constexpr int64_t kHeads = 4, kKvHeads = 4;
 constexpr int64_t kNaiveMaxSeqLen = 2048;
-constexpr int kDeviceWarmupCalls = 2;
-constexpr int kGemmSize = 8192;      // n of the GEMM-rate measurement
-constexpr double kCopyMib = 1024.0;  // the device-to-device copy of the bandwidth measurement
-constexpr double kSecondsPerCeiling = 0.3;
 
 void BM_Prefill(benchmark::State& state, const AttentionVersion* version, bool causal) {
   const int64_t L = state.range(0), d = state.range(1);
-  Rng rng(Rng::fresh_seed());
-  const Tensor<float> q = rng.normal_tensor({kHeads, L, d});
-  const Tensor<float> k = rng.normal_tensor({kKvHeads, L, d});
-  const Tensor<float> v = rng.normal_tensor({kKvHeads, L, d});
-  Tensor<float> out({kHeads, L, d});
-  const bench::CallTiming timing = bench::time_calls(state, [&] { version->run(q, k, v, causal, out); });
+  const bench::CallTiming timing = bench::time_prefill(state, version->run, {kHeads, kKvHeads, L, d}, causal);
   bench::set_prefill_counters(state, {kHeads, kKvHeads, L, d}, timing, 4.0,
                               causal ? FlopConvention::causal_useful : FlopConvention::dense);
   state.SetLabel(causal ? version->name + " causal" : version->name);
@@ -90,26 +80,13 @@ struct GpuRooflines {
   Roofline fp16;  // peak = cuBLAS GemmEx, fp16 inputs (bf16 runs on the same tensor cores)
 };
 
-Roofline gpu_roofline(double gemm_gflops, double copy_gbs) {
-  Roofline roofline;
-  roofline.peak_gflops = gemm_gflops;
-  roofline.read_gbs = copy_gbs;
-  roofline.triad_gbs = copy_gbs;  // the bandwidth roof that attainable_gflops() uses
-  return roofline;
-}
-
 void BM_PrefillDevice(benchmark::State& state, const AttentionVersion* version, bool causal, const GpuRooflines* gpu) {
   const int64_t L = state.range(0), d = state.range(1);
   const AttentionShape shape{kHeads, kKvHeads, L, d, causal};
-  double seconds = 0.0;
-  try {
-    // One batch of exactly the iterations the benchmark asked for, timed by CUDA events.
-    seconds = cuda::seconds_per_call(version->name, shape, kDeviceWarmupCalls, int(state.max_iterations));
-  } catch (const std::exception& error) {
-    state.SkipWithError(error.what());
-    return;
-  }
-  for (auto _ : state) state.SetIterationTime(seconds);
+  const std::optional<double> timed = bench::time_device_calls(
+      state, [&](int warmup, int calls) { return cuda::seconds_per_call(version->name, shape, warmup, calls); });
+  if (!timed) return;
+  const double seconds = *timed;
   const bool fp32 = version->precision == Precision::fp32;
   const Roofline& roofline = fp32 ? gpu->fp32 : gpu->fp16;
   bench::set_prefill_counters(state, {kHeads, kKvHeads, L, d}, {seconds, seconds}, fp32 ? 4.0 : 2.0,
@@ -123,25 +100,14 @@ void BM_PrefillDevice(benchmark::State& state, const AttentionVersion* version, 
 std::string register_gpu_benchmarks() {
   static GpuRooflines gpu;
   try {
-    gpu.ceilings = cuda::measure_device_ceilings(kGemmSize, kCopyMib, kSecondsPerCeiling);
+    gpu.ceilings = bench::measure_gpu_ceilings();
   } catch (const std::exception& error) {
     return std::string("measuring the GPU's ceilings failed: ") + error.what();
   }
-  gpu.fp32 = gpu_roofline(gpu.ceilings.sgemm_gflops, gpu.ceilings.copy_gbs);
-  gpu.fp16 = gpu_roofline(gpu.ceilings.hgemm_gflops, gpu.ceilings.copy_gbs);
-  const auto number = [](double value) {
-    std::ostringstream text;
-    text << value;
-    return text.str();
-  };
-  benchmark::AddCustomContext("gpu_device", gpu.ceilings.device);
-  benchmark::AddCustomContext("gpu_copy_gbs", number(gpu.ceilings.copy_gbs));
-  benchmark::AddCustomContext("gpu_copy_mib", number(gpu.ceilings.copy_mib));
-  benchmark::AddCustomContext("gpu_gemm_size", number(gpu.ceilings.gemm_size));
-  benchmark::AddCustomContext("gpu_sgemm_gflops", number(gpu.ceilings.sgemm_gflops));
-  benchmark::AddCustomContext("gpu_hgemm_gflops", number(gpu.ceilings.hgemm_gflops));
-  benchmark::AddCustomContext("gpu_ridge_point_fp32", number(gpu.fp32.ridge_point()));
-  benchmark::AddCustomContext("gpu_ridge_point_fp16", number(gpu.fp16.ridge_point()));
+  gpu.fp32 = bench::gpu_roofline(gpu.ceilings.sgemm_gflops, gpu.ceilings.copy_gbs);
+  gpu.fp16 = bench::gpu_roofline(gpu.ceilings.hgemm_gflops, gpu.ceilings.copy_gbs);
+  benchmark::AddCustomContext("gpu_ridge_point_fp32", bench::context_number(gpu.fp32.ridge_point()));
+  benchmark::AddCustomContext("gpu_ridge_point_fp16", bench::context_number(gpu.fp16.ridge_point()));
   benchmark::AddCustomContext(
       "gpu_roofline",
       "cuda/* rows: peak = cuBLAS GEMM rate at n = gpu_gemm_size (SGEMM for fp32 versions, fp16 GemmEx for "

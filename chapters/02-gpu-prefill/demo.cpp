@@ -33,16 +33,16 @@ Inputs random_inputs(Rng& rng, const AttentionDims& dims) {
           rng.normal_tensor({dims.num_kv_heads, dims.seq_len, dims.head_dim})};
 }
 
-// Seconds of the fastest of a few runs of @p version (after one untimed warm-up call).
-double time_version(const AttentionVersion& version, const Inputs& in, bool causal, bool quick) {
-  Tensor<float> out({in.q.dim(0), in.q.dim(1), in.q.dim(2)});
-  Stopwatch warm_up;
-  version.run(in.q, in.k, in.v, causal, out);
-  const int runs = quick ? 1 : std::clamp(static_cast<int>(0.3 / std::max(warm_up.seconds(), 1e-6)), 2, 20);
-  return best_time_seconds(runs, [&] { version.run(in.q, in.k, in.v, causal, out); });
-}
-
 }  // namespace
+
+double time_prefill(const AttentionVersion& version, const Tensor<float>& q, const Tensor<float>& k,
+                    const Tensor<float>& v, bool causal, bool quick) {
+  Tensor<float> out({q.dim(0), q.dim(1), q.dim(2)});
+  Stopwatch warm_up;
+  version.run(q, k, v, causal, out);
+  const int runs = quick ? 1 : std::clamp(static_cast<int>(0.3 / std::max(warm_up.seconds(), 1e-6)), 2, 20);
+  return best_time_seconds(runs, [&] { version.run(q, k, v, causal, out); });
+}
 
 void tour_chapter02(std::ostream& out, const Roofline& roofline, const TourOptions& options) {
   out << "== Chapter 02: GPU prefill (CUDA kernels on the emulator; the CPU's version ladder) ==\n";
@@ -83,7 +83,7 @@ void tour_chapter02(std::ostream& out, const Roofline& roofline, const TourOptio
   double naive_seconds = 0.0;
   for (const AttentionVersion& version : attention_versions()) {
     if (version.backend != Backend::cpu || version.chapter > 2) continue;
-    const double seconds = time_version(version, in, false, options.quick);
+    const double seconds = time_prefill(version, in.q, in.k, in.v, false, options.quick);
     if (version.name == "cpu/naive") naive_seconds = seconds;
     const double gflops = cost.flops / seconds / 1e9;
     out << "  " << std::left << std::setw(14) << version.name << std::right << std::fixed << std::setprecision(1)
@@ -97,8 +97,11 @@ void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions
   out << "== Summary: prefill vs decode on this machine's roofline ==\n";
   Rng rng(Rng::fresh_seed());
   const AttentionVersion& best = find_attention_version("cpu/blocked", Backend::cpu);
-  out << "One layer, 8 heads, d=128, fp32. Prefill measured with " << best.name
-      << "; one decode step (one new token per sequence) measured too.\n"
+  const AttentionVersion& fused_version = find_attention_version("cpu/flash", Backend::cpu);
+  const int64_t fused_len = options.quick ? 256 : 1024;  // where cpu/flash is measured too (chapter 05)
+  out << "One layer, 8 heads, d=128, fp32. Prefill measured with " << best.name << " (unfused) and, at L=" << fused_len
+      << ",\n"
+      << fused_version.name << " (fused, chapter 05); one decode step (one new token per sequence) measured too.\n"
       << "AI (fused) = L/2 in fp16, L/4 in fp32: what a kernel that never writes the scores could reach.\n";
   out << std::setw(22) << "" << std::setw(12) << "AI article" << std::setw(12) << "AI unfused" << std::setw(11)
       << "AI fused" << std::setw(10) << "GFLOP/s" << std::setw(9) << "% roof" << "  bound\n";
@@ -107,7 +110,7 @@ void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions
   for (int64_t L : lengths) {
     const AttentionDims dims{8, 8, L, 128};
     const Inputs in = random_inputs(rng, dims);
-    const double seconds = time_version(best, in, false, options.quick);
+    const double seconds = time_prefill(best, in.q, in.k, in.v, false, options.quick);
     const Cost article = prefill_attention_cost(dims, TrafficModel::article, kFp32);
     const Cost unfused = prefill_attention_cost(dims, TrafficModel::unfused, kFp32);
     const Cost fused = prefill_attention_cost(dims, TrafficModel::fused, kFp32);
@@ -119,6 +122,14 @@ void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions
         << std::setw(11) << fused.arithmetic_intensity() << std::setw(10) << gflops << std::setw(8)
         << 100.0 * gflops / roof << "%  "
         << (unfused.arithmetic_intensity() < roofline.ridge_point() ? "memory" : "compute") << "\n";
+    if (L != fused_len) continue;
+    // The fused kernel on the same inputs: it moves only Q, K, V and O, so its roof is at the fused AI.
+    const double fused_gflops = fused.flops / time_prefill(fused_version, in.q, in.k, in.v, false, options.quick) / 1e9;
+    out << "  " << std::left << std::setw(10) << fused_version.name << "L=" << std::setw(8) << L << std::right
+        << std::setw(12) << "-" << std::setw(12) << "-" << std::setw(11) << fused.arithmetic_intensity()
+        << std::setw(10) << fused_gflops << std::setw(8)
+        << 100.0 * fused_gflops / roofline.attainable_gflops(fused.arithmetic_intensity()) << "%  "
+        << (fused.arithmetic_intensity() < roofline.ridge_point() ? "memory" : "compute") << "\n";
   }
   // Decode measured at the last L, fp32 like the prefill rows, with a batch that makes the cache
   // ~4x the last-level cache (at most 2 GiB): a step then streams K and V from DRAM, as it does
@@ -146,9 +157,9 @@ void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions
       << "Its AI is 0.5 in fp32 (~1 in fp16) at every L; its roof is AI x read bandwidth.\n";
   out << std::setprecision(1) << "Ridge point: " << roofline.ridge_point()
       << " FLOP/byte (peak / triad). Prefill's % roof is against the roof at the unfused AI, the traffic\n"
-      << "the kernel moves. Prefill's intensity grows with L and crosses the ridge; decode's stays at\n"
-      << "~1 FLOP/byte, so it runs at bandwidth speed: it is always memory-bound. That asymmetry is the rest\n"
-      << "of this lab.\n";
+      << "the kernel moves (cpu/flash: at the fused AI). Prefill's intensity grows with L and crosses the\n"
+      << "ridge; decode's stays at ~1 FLOP/byte, so it runs at bandwidth speed: it is always memory-bound.\n"
+      << "That asymmetry is the rest of this lab.\n";
 }
 
 }  // namespace inferlab

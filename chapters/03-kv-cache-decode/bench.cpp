@@ -34,12 +34,10 @@
 #include <cmath>
 #include <exception>
 #include <iostream>
-#include <sstream>
+#include <optional>
 #include <string>
 
-#include "chapters/03-kv-cache-decode/random_cache.h"
-#include "chapters/bench_counters.h"
-#include "common/rng.h"
+#include "chapters/bench_calls.h"
 #include "kernels/attention/cpu_simd.h"
 #include "kernels/attention/cuda_timing.h"
 #include "kernels/decode/registry.h"
@@ -54,7 +52,7 @@ constexpr double kMaxCacheBytes = 4.0 * 1073741824.0;  // the 8× LLC point's ca
 
 // K + V bytes of a cache of @p batch sequences of @p seq_len tokens.
 double cache_bytes(int64_t batch, int64_t seq_len, KvDtype dtype) {
-  return 2.0 * double(batch * kKvHeads * seq_len * kHeadDim) * double(bytes_per_element(dtype));
+  return bench::kv_cache_bytes({batch, kKvHeads, seq_len, kHeadDim}, dtype);
 }
 
 // The batch of the 8× LLC point: the smallest whose cache at kLongContext is ≥ 8× LLC, capped.
@@ -70,13 +68,7 @@ std::string family(const std::string& prefix, const DecodeVersion& version) {
 
 void BM_Decode(benchmark::State& state, const DecodeVersion* version) {
   const int64_t L = state.range(0), batch = state.range(1);
-  Rng rng(Rng::fresh_seed());
-  const KvCache cache = random_full_cache({batch, kKvHeads, L, kHeadDim}, version->cache_dtype, rng);
-  const Tensor<float> q = rng.normal_tensor({batch, kHeads, kHeadDim});
-  Tensor<float> out({batch, kHeads, kHeadDim});
-  const bench::CallTiming timing = bench::time_calls(state, [&] { version->run(q, cache, out); });
-  bench::set_decode_counters(state, decode_step_cost(cache, kHeads), timing,
-                             cache_bytes(batch, L, version->cache_dtype));
+  bench::time_decode(state, version->run, {batch, kKvHeads, L, kHeadDim}, version->cache_dtype, kHeads);
   state.SetLabel(version->name + " " + std::string(to_string(version->cache_dtype)));
 }
 
@@ -89,24 +81,14 @@ void add_sweep(benchmark::internal::Benchmark* bench) {
 
 #if defined(INFERLAB_WITH_CUDA)
 
-constexpr int kDeviceWarmupCalls = 2;
-constexpr int kGemmSize = 8192;      // n of the GEMM-rate measurement (measured with the copy)
-constexpr double kCopyMib = 1024.0;  // the device-to-device copy of the bandwidth measurement
-constexpr double kSecondsPerCeiling = 0.3;
-
 void BM_DecodeDevice(benchmark::State& state, const DecodeVersion* version, const Roofline* gpu) {
   const int64_t L = state.range(0), batch = state.range(1);
   const DecodeShape shape{batch, kHeads, kKvHeads, L, kHeadDim};
-  double seconds = 0.0;
-  try {
-    // One batch of exactly the iterations the benchmark asked for, timed by CUDA events.
-    seconds =
-        cuda::decode_seconds_per_call(version->cache_dtype, shape, L, kDeviceWarmupCalls, int(state.max_iterations));
-  } catch (const std::exception& error) {
-    state.SkipWithError(error.what());
-    return;
-  }
-  for (auto _ : state) state.SetIterationTime(seconds);
+  const std::optional<double> timed = bench::time_device_calls(state, [&](int warmup, int calls) {
+    return cuda::decode_seconds_per_call(version->cache_dtype, shape, L, warmup, calls);
+  });
+  if (!timed) return;
+  const double seconds = *timed;
   const double e = double(bytes_per_element(version->cache_dtype));
   Cost cost = decode_attention_cost({kHeads, kKvHeads, L, kHeadDim}, e);
   cost.flops *= double(batch);
@@ -120,23 +102,12 @@ void BM_DecodeDevice(benchmark::State& state, const DecodeVersion* version, cons
 // Returns "" or why the GPU versions were not registered.
 std::string register_gpu_benchmarks() {
   static Roofline gpu;
-  DeviceCeilings ceilings;
   try {
-    ceilings = cuda::measure_device_ceilings(kGemmSize, kCopyMib, kSecondsPerCeiling);
+    const DeviceCeilings ceilings = bench::measure_gpu_ceilings();
+    gpu = bench::gpu_roofline(ceilings.sgemm_gflops, ceilings.copy_gbs);  // decode: fp32 arithmetic, no tensor cores
   } catch (const std::exception& error) {
     return std::string("measuring the GPU's ceilings failed: ") + error.what();
   }
-  gpu.peak_gflops = ceilings.sgemm_gflops;  // decode runs fp32 arithmetic (no tensor cores)
-  gpu.read_gbs = gpu.triad_gbs = ceilings.copy_gbs;
-  const auto number = [](double value) {
-    std::ostringstream text;
-    text << value;
-    return text.str();
-  };
-  benchmark::AddCustomContext("gpu_device", ceilings.device);
-  benchmark::AddCustomContext("gpu_copy_gbs", number(ceilings.copy_gbs));
-  benchmark::AddCustomContext("gpu_copy_mib", number(ceilings.copy_mib));
-  benchmark::AddCustomContext("gpu_sgemm_gflops", number(ceilings.sgemm_gflops));
   benchmark::AddCustomContext("gpu_roofline",
                               "cuda/* rows: read_pct = copy_pct = GB/s as % of a device-to-device cudaMemcpy "
                               "(read + write); peak = cuBLAS SGEMM; timed with CUDA events at the device level");

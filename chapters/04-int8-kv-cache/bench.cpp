@@ -36,13 +36,12 @@
 #include <iostream>
 #include <limits>
 #include <map>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "chapters/03-kv-cache-decode/random_cache.h"
 #include "chapters/04-int8-kv-cache/random_int8_cache.h"
-#include "chapters/bench_counters.h"
+#include "chapters/bench_calls.h"
 #include "common/rng.h"
 #include "kernels/attention/cpu_simd.h"
 #include "kernels/attention/cuda_timing.h"
@@ -82,7 +81,7 @@ bool is_int8(Kind kind) {
 
 // K + V bytes of a chapter-03 cache of @p batch sequences of @p seq_len tokens.
 double fp_cache_bytes(int64_t batch, int64_t seq_len, KvDtype dtype) {
-  return 2.0 * double(batch * kKvHeads * seq_len * kHeadDim) * double(bytes_per_element(dtype));
+  return bench::kv_cache_bytes({batch, kKvHeads, seq_len, kHeadDim}, dtype);
 }
 
 // The batch of the 8× LLC point: the smallest whose INT8 cache at kLongContext is ≥ 8× LLC,
@@ -113,14 +112,9 @@ void record(int64_t L, int64_t batch, Kind kind, const bench::CallTiming& timing
 
 void BM_DecodeFp(benchmark::State& state, const DecodeVersion* version, Kind kind) {
   const int64_t L = state.range(0), batch = state.range(1);
-  Rng rng(Rng::fresh_seed());
-  const KvCache cache = random_full_cache({batch, kKvHeads, L, kHeadDim}, version->cache_dtype, rng);
-  const Tensor<float> q = rng.normal_tensor({batch, kHeads, kHeadDim});
-  Tensor<float> out({batch, kHeads, kHeadDim});
-  const bench::CallTiming timing = bench::time_calls(state, [&] { version->run(q, cache, out); });
-  const double bytes = fp_cache_bytes(batch, L, version->cache_dtype);
-  bench::set_decode_counters(state, decode_step_cost(cache, kHeads), timing, bytes);
-  record(L, batch, kind, timing, bytes);
+  const bench::CallTiming timing =
+      bench::time_decode(state, version->run, {batch, kKvHeads, L, kHeadDim}, version->cache_dtype, kHeads);
+  record(L, batch, kind, timing, fp_cache_bytes(batch, L, version->cache_dtype));
   state.SetLabel(version->name + " " + kind_name(kind));
 }
 
@@ -170,28 +164,19 @@ constexpr int64_t kSweep[][2] = {{2048, 4}, {8192, 4}, {32768, 4}};
 
 #if defined(INFERLAB_WITH_CUDA)
 
-constexpr int kDeviceWarmupCalls = 2;
-constexpr int kGemmSize = 8192;
-constexpr double kCopyMib = 1024.0;
-constexpr double kSecondsPerCeiling = 0.3;
-
 // cuda/decode (fp16 / fp32 cache) or cuda/decode_int8 (per-token / per-channel K) at the device level.
 void BM_DecodeDevice(benchmark::State& state, Kind kind, const Roofline* gpu) {
   const int64_t L = state.range(0), batch = state.range(1);
   const DecodeShape shape{batch, kHeads, kKvHeads, L, kHeadDim};
-  double seconds = 0.0;
-  try {
-    const int calls = int(state.max_iterations);
-    seconds = is_int8(kind) ? cuda::decode_int8_seconds_per_call(
-                                  kind == Kind::int8_per_channel ? KeyScaling::per_channel : KeyScaling::per_token,
-                                  shape, L, kDeviceWarmupCalls, calls)
-                            : cuda::decode_seconds_per_call(kind == Kind::fp16 ? KvDtype::fp16 : KvDtype::fp32, shape,
-                                                            L, kDeviceWarmupCalls, calls);
-  } catch (const std::exception& error) {
-    state.SkipWithError(error.what());
-    return;
-  }
-  for (auto _ : state) state.SetIterationTime(seconds);
+  const std::optional<double> timed = bench::time_device_calls(state, [&](int warmup, int calls) {
+    return is_int8(kind) ? cuda::decode_int8_seconds_per_call(
+                               kind == Kind::int8_per_channel ? KeyScaling::per_channel : KeyScaling::per_token, shape,
+                               L, warmup, calls)
+                         : cuda::decode_seconds_per_call(kind == Kind::fp16 ? KvDtype::fp16 : KvDtype::fp32, shape, L,
+                                                         warmup, calls);
+  });
+  if (!timed) return;
+  const double seconds = *timed;
   const double element_bytes = kind == Kind::fp32 ? 4.0 : kind == Kind::fp16 ? 2.0 : 1.0;
   const double rows = double(batch * kKvHeads * L);
   const double cache_bytes = 2.0 * rows * double(kHeadDim) * element_bytes + (is_int8(kind) ? 8.0 * rows : 0.0);
@@ -205,18 +190,12 @@ void BM_DecodeDevice(benchmark::State& state, Kind kind, const Roofline* gpu) {
 
 std::string register_gpu_benchmarks() {
   static Roofline gpu;
-  DeviceCeilings ceilings;
   try {
-    ceilings = cuda::measure_device_ceilings(kGemmSize, kCopyMib, kSecondsPerCeiling);
+    const DeviceCeilings ceilings = bench::measure_gpu_ceilings();
+    gpu = bench::gpu_roofline(ceilings.sgemm_gflops, ceilings.copy_gbs);
   } catch (const std::exception& error) {
     return std::string("measuring the GPU's ceilings failed: ") + error.what();
   }
-  gpu.peak_gflops = ceilings.sgemm_gflops;
-  gpu.read_gbs = gpu.triad_gbs = ceilings.copy_gbs;
-  std::ostringstream copy;
-  copy << ceilings.copy_gbs;
-  benchmark::AddCustomContext("gpu_device", ceilings.device);
-  benchmark::AddCustomContext("gpu_copy_gbs", copy.str());
   for (const int64_t batch : {8, 32})
     for (const int64_t L : {4096, 16384})
       for (const Kind kind : {Kind::fp32, Kind::fp16, Kind::int8_per_token, Kind::int8_per_channel})

@@ -39,13 +39,11 @@
 #include <exception>
 #include <iostream>
 #include <map>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "chapters/03-kv-cache-decode/random_cache.h"
-#include "chapters/bench_counters.h"
-#include "common/rng.h"
+#include "chapters/bench_calls.h"
 #include "kernels/attention/cpu_simd.h"
 #include "kernels/attention/cuda_timing.h"
 #include "kernels/attention/registry.h"
@@ -90,12 +88,7 @@ std::string prefill_key(const std::string& version, int64_t L, bool causal) {
 
 void BM_Prefill(benchmark::State& state, const AttentionVersion* version, bool causal) {
   const int64_t L = state.range(0), d = state.range(1);
-  Rng rng(Rng::fresh_seed());
-  const Tensor<float> q = rng.normal_tensor({kHeads, L, d});
-  const Tensor<float> k = rng.normal_tensor({kKvHeads, L, d});
-  const Tensor<float> v = rng.normal_tensor({kKvHeads, L, d});
-  Tensor<float> out({kHeads, L, d});
-  const bench::CallTiming timing = bench::time_calls(state, [&] { version->run(q, k, v, causal, out); });
+  const bench::CallTiming timing = bench::time_prefill(state, version->run, {kHeads, kKvHeads, L, d}, causal);
   const FlopConvention flops = causal ? FlopConvention::causal_useful : FlopConvention::dense;
   bench::set_prefill_counters(state, {kHeads, kKvHeads, L, d}, timing, 4.0, flops);
   bench::set_fused_counters(state, {kHeads, kKvHeads, L, d}, timing, 4.0, flops);
@@ -118,13 +111,8 @@ std::string decode_key(const std::string& what, KvDtype dtype, int64_t L) {
 void BM_Decode(benchmark::State& state, const std::string& what, KvDtype dtype, const DecodeFn& run,
                int64_t num_splits) {
   const int64_t L = state.range(0);
-  Rng rng(Rng::fresh_seed());
-  const KvCache cache = random_full_cache({1, kDecodeKvHeads, L, kHeadDim}, dtype, rng);
-  const Tensor<float> q = rng.normal_tensor({1, kDecodeHeads, kHeadDim});
-  Tensor<float> out({1, kDecodeHeads, kHeadDim});
-  const bench::CallTiming timing = bench::time_calls(state, [&] { run(q, cache, out); });
-  const double cache_bytes = 2.0 * double(L * kDecodeKvHeads * kHeadDim) * double(bytes_per_element(dtype));
-  bench::set_decode_counters(state, decode_step_cost(cache, kDecodeHeads), timing, cache_bytes);
+  const bench::CallTiming timing =
+      bench::time_decode(state, run, {1, kDecodeKvHeads, L, kHeadDim}, dtype, kDecodeHeads);
   state.counters["num_splits"] = double(num_splits);
   state.SetLabel(what + " " + std::string(to_string(dtype)));
   RowResult& row = results()[decode_key(what, dtype, L)];
@@ -140,24 +128,17 @@ int64_t heuristic_splits(int64_t L) {
 
 #if defined(INFERLAB_WITH_CUDA)
 
-constexpr int kDeviceWarmupCalls = 2;
 const char* const kGpuVersions[] = {"cuda/cublas", "cuda/cublas_fp16", "cuda/flash", "cuda/flash_tc"};
 
 void BM_PrefillDevice(benchmark::State& state, const AttentionVersion* version, const DeviceCeilings* gpu) {
   const int64_t L = state.range(0), d = state.range(1);
-  double seconds = 0.0;
-  try {
-    seconds = cuda::seconds_per_call(version->name, {kHeads, kKvHeads, L, d, false}, kDeviceWarmupCalls,
-                                     int(state.max_iterations));
-  } catch (const std::exception& error) {
-    state.SkipWithError(error.what());
-    return;
-  }
-  for (auto _ : state) state.SetIterationTime(seconds);
+  const std::optional<double> timed = bench::time_device_calls(state, [&](int warmup, int calls) {
+    return cuda::seconds_per_call(version->name, {kHeads, kKvHeads, L, d, false}, warmup, calls);
+  });
+  if (!timed) return;
+  const double seconds = *timed;
   const bool fp32 = version->precision == Precision::fp32;
-  Roofline roofline;
-  roofline.peak_gflops = fp32 ? gpu->sgemm_gflops : gpu->hgemm_gflops;
-  roofline.read_gbs = roofline.triad_gbs = gpu->copy_gbs;
+  const Roofline roofline = bench::gpu_roofline(fp32 ? gpu->sgemm_gflops : gpu->hgemm_gflops, gpu->copy_gbs);
   bench::set_prefill_counters(state, {kHeads, kKvHeads, L, d}, {seconds, seconds}, fp32 ? 4.0 : 2.0,
                               FlopConvention::dense, roofline);
   bench::set_fused_counters(state, {kHeads, kKvHeads, L, d}, {seconds, seconds}, fp32 ? 4.0 : 2.0,
@@ -173,11 +154,10 @@ void BM_PrefillDevice(benchmark::State& state, const AttentionVersion* version, 
 std::string register_gpu_benchmarks() {
   static DeviceCeilings gpu;
   try {
-    gpu = cuda::measure_device_ceilings(8192, 1024.0, 0.3);
+    gpu = bench::measure_gpu_ceilings();
   } catch (const std::exception& error) {
     return std::string("measuring the GPU's ceilings failed: ") + error.what();
   }
-  benchmark::AddCustomContext("gpu_device", gpu.device);
   for (const char* name : kGpuVersions) {
     const AttentionVersion& version = find_attention_version(name, Backend::cuda);
     auto* bench =

@@ -69,12 +69,13 @@ using simd::AlignedFloats;
 using simd::round_up;
 using tiles::kMr;
 using tiles::kNr;
+using tiles::load_query_block;
 using tiles::micro_tile;
+using tiles::query_block;
 
 constexpr int64_t kMaxBlockRows = 16 * kMr;    // BR: query rows per block (upper bound)
 constexpr int64_t kScoreBlockBytes = 1 << 20;  // the S block's budget: half of a 2 MiB L2
 constexpr int64_t kKeyChunk = 128;             // KC: keys per step of P·V (V panel ≤ 32 KiB, in L1)
-constexpr int64_t kRowPad = 16;                // floats added to the S row stride (no 4 KiB aliasing)
 
 }  // namespace
 
@@ -87,7 +88,7 @@ void attention_cpu_blocked(const Tensor<float>& q, const Tensor<float>& k, const
   const tiles::PackedKv packed(k, v, shape);
   const int64_t num_panels = packed.num_panels();  // key panels of kNr keys
   const int64_t d_pad = packed.d_pad();            // V and O rows padded to whole tiles
-  const int64_t score_stride = num_panels * kNr + kRowPad;
+  const int64_t score_stride = num_panels * kNr + tiles::kScoreRowPad;
   const int64_t block_rows = std::clamp(kScoreBlockBytes / (score_stride * int64_t(sizeof(float))) / kMr * kMr,
                                         int64_t(kMr), std::min(kMaxBlockRows, round_up(L, kMr)));
   const int64_t num_blocks = (L + block_rows - 1) / block_rows;
@@ -103,18 +104,14 @@ void attention_cpu_blocked(const Tensor<float>& q, const Tensor<float>& k, const
 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < shape.num_heads * num_blocks; ++item) {
-      const int64_t h = item / num_blocks, i0 = (item % num_blocks) * block_rows;
-      const int64_t g = h / shape.group_size();
-      const int64_t rows = std::min(block_rows, L - i0);  // valid query rows in this block
-      const int64_t tiles = (rows + kMr - 1) / kMr;       // row tiles (the last may be padded)
-      const int64_t kv_end = causal ? i0 + rows : L;      // keys any row of the block can see
+      // Head h (KV head g), query rows i0 … i0 + rows − 1 in `tiles` row tiles; kv_end: the keys
+      // any row of the block can see.
+      const auto [h, g, i0, rows, tiles, kv_end] = query_block(item, num_blocks, block_rows, shape);
       const float* k_g = packed.key_panel(g, 0);
       const float* v_g = packed.value_row(g, 0);
 
       // Q block, scaled by 1/√d here (once per element instead of once per score); padding rows 0.
-      for (int64_t r = 0; r < tiles * kMr; ++r)
-        for (int64_t c = 0; c < d; ++c)
-          q_block.data()[r * d + c] = r < rows ? q[(h * L + i0 + r) * d + c] * scale : 0.0f;
+      load_query_block(q.data(), L, d, h, i0, rows, scale, q_block.data());
 
       // 2. S = Q·Kᵀ for the key panels the block can see (causal: none past the diagonal block).
       for (int64_t panel = 0; panel < (kv_end + kNr - 1) / kNr; ++panel)

@@ -132,4 +132,37 @@ class PackedKv {
   simd::AlignedFloats k_panels_, v_rows_;
 };
 
+/// Floats added to the row stride of a block of scores S: rows a multiple of 4 KiB apart would
+/// map to the same cache sets (4 KiB aliasing).
+inline constexpr int64_t kScoreRowPad = 16;
+
+/// One OpenMP work item of the tiled prefill versions: a block of query rows of one head.
+struct QueryBlock {
+  int64_t head;       ///< the query head h
+  int64_t kv_head;    ///< the KV head it reads, h / group_size
+  int64_t first_row;  ///< i0, the block's first query row
+  int64_t rows;       ///< valid query rows in this block (the last block may be short)
+  int64_t tiles;      ///< kMr-row tiles covering them (the last may be padded)
+  int64_t kv_end;     ///< keys any row of the block can see: L, or i0 + rows when causal
+};
+
+/// Work item @p item of num_heads · @p num_blocks (head-major; blocks of @p block_rows query
+/// rows) of a problem of @p shape.
+inline QueryBlock query_block(int64_t item, int64_t num_blocks, int64_t block_rows, const AttentionShape& shape) {
+  const int64_t h = item / num_blocks, i0 = (item % num_blocks) * block_rows;
+  const int64_t rows = std::min(block_rows, shape.seq_len - i0);
+  return {h, h / shape.group_size(), i0, rows, (rows + kMr - 1) / kMr, shape.causal ? i0 + rows : shape.seq_len};
+}
+
+/// Rows i0 … i0 + rows − 1 of query head @p h of @p q ([num_heads, L, d] floats), each element
+/// times @p scale (1/√d: once per element instead of once per score), into @p dst as whole
+/// kMr-row tiles of d floats; the padding rows of the last tile are 0. The Q block that both
+/// versions multiply by K's panels.
+inline void load_query_block(const float* q, int64_t L, int64_t d, int64_t h, int64_t i0, int64_t rows, float scale,
+                             float* dst) {
+  const int64_t padded_rows = (rows + kMr - 1) / kMr * kMr;
+  for (int64_t r = 0; r < padded_rows; ++r)
+    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = r < rows ? q[(h * L + i0 + r) * d + c] * scale : 0.0f;
+}
+
 }  // namespace inferlab::tiles

@@ -1,5 +1,6 @@
 #pragma once
-// Row softmax with warp shuffles and a block reduction — used by cuda/tiled and cuda/cublas.
+// Row softmax with warp shuffles and a block reduction — used by cuda/tiled and cuda/cublas —
+// and the in-place softmax numerators of the decode kernels (block_softmax_numerators).
 //
 // Launch: grid = number of rows, block = kSoftmaxThreads (a multiple of 32). Each thread walks
 // the row with stride blockDim.x, so any row length works. Two reductions per row (max, then
@@ -38,6 +39,29 @@ __device__ inline float block_reduce(float value, float* slots) {
   }
   __syncthreads();  // all reads of slots are done before the next reduction overwrites them
   return value;
+}
+
+// The max and the sum of one block_softmax_numerators() call.
+struct SoftmaxStats {
+  float max;  // m = max_j s_j
+  float sum;  // l = Σ_j exp(s_j − m)
+};
+
+// The softmax numerators of the @p n scores at @p scores (shared memory), in place:
+// scores[j] ← exp(s_j − m) with m = max_j s_j; returns m and l = Σ_j exp(s_j − m) on every
+// thread. Every thread of the block calls it (block_reduce's barriers); the sum's first barrier
+// also publishes the numerators written here. Used by the decode kernels (one row per block).
+__device__ inline SoftmaxStats block_softmax_numerators(float* scores, int n, float* slots) {
+  float local_max = -INFINITY;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
+  const float max_score = block_reduce<true>(local_max, slots);
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float p = __expf(scores[j] - max_score);
+    scores[j] = p;
+    local_sum += p;
+  }
+  return {max_score, block_reduce<false>(local_sum, slots)};
 }
 
 // probs[row][j] = softmax(scores[row][:])_j. Row r is query (r mod query_len); with @p causal

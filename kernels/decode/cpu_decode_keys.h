@@ -4,16 +4,20 @@
 // floats, prefetching the next rows, the K pass (4 dot products, 4 independent FMA chains, one
 // shared horizontal reduction) and the V pass (4 p·v products per accumulator load/store) —
 // and attend_keys(), the whole two-pass work of a GQA group over a range of keys, which
-// cpu/decode_simd runs over all keys and chapter 05's cpu/decode_split over one split.
-// See cpu_decode_simd.cpp for why each step is shaped this way and what it measured.
+// cpu/decode_simd and cpu/decode_int8_simd run over all keys (decode_groups()) and chapter 05's
+// cpu/decode_split over one split. See cpu_decode_simd.cpp for why each step is shaped this way
+// and what it measured.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "common/half.h"
+#include "common/tensor.h"
 #include "kernels/attention/cpu_simd.h"
+#include "kernels/decode/decode.h"
 
 namespace inferlab::decode_keys {
 
@@ -48,6 +52,17 @@ inline Vec load_floats(const int8_t* p) {
   for (int i = 0; i < kLanes; ++i) f[i] = float(p[i]);
   return simd::load(f);
 #endif
+}
+
+// One cached element as a float (the scalar tail of a row that is not whole vectors).
+inline float element_to_float(float x) {
+  return x;
+}
+inline float element_to_float(uint16_t bits) {
+  return half_bits_to_float(bits);
+}
+inline float element_to_float(int8_t x) {
+  return float(x);
 }
 
 // Asks for the lines of @p bytes bytes at @p p (contiguous rows) to be brought into the caches.
@@ -113,10 +128,15 @@ void accumulate_keys(const float p[kKeys], const T* const row[kKeys], int64_t d_
   }
 }
 
-// How far ahead the passes prefetch: the next block (1 KiB of fp16 rows, 2 KiB of fp32). Measured
-// on chapter 03's 8× LLC point: 4 keys ahead was best; 8, 16, 32 were 5–40% slower (the early
-// lines probably crowd L1 and compete with the hardware prefetcher, already streaming into L2).
-constexpr int64_t kPrefetchKeys = kKeys;
+// How far ahead the passes prefetch, in keys, for rows of T. fp32/fp16: the next block (1 KiB
+// of fp16 rows, 2 KiB of fp32). Measured on chapter 03's 8× LLC point: 4 keys ahead was best;
+// 8, 16, 32 were 5–40% slower (the early lines probably crowd L1 and compete with the hardware
+// prefetcher, already streaming into L2). int8: 16 rows, 2 KiB at head_dim 128 — the bytes the
+// fp32 rows are prefetched ahead. Measured at L = 32768 × batch 4 (264 MiB) on the shared 2-core
+// VM, CPU time per call (the wall clock was too noisy to rank them): no prefetch 21.3–21.6 ms,
+// 4 keys 19.6, 8 keys 18.9, 16 keys 15.8–20.1, 32 keys 24.5.
+template <class T>
+constexpr int64_t kPrefetchKeys = sizeof(T) == 1 ? 4 * kKeys : kKeys;
 
 // Copies cached row @p src (d elements) to @p dst as floats, zero-padded to d_pad (a multiple
 // of kLanes), for rows that are not whole vectors (odd head_dim) or are reused by a GQA group.
@@ -124,7 +144,7 @@ template <class T>
 void row_to_floats(const T* src, int64_t d, int64_t d_pad, float* dst) {
   int64_t c = 0;
   for (; c + kLanes <= d; c += kLanes) simd::store(dst + c, load_floats(src + c));
-  for (; c < d; ++c) dst[c] = std::is_same_v<T, float> ? float(src[c]) : half_bits_to_float(uint16_t(src[c]));
+  for (; c < d; ++c) dst[c] = element_to_float(src[c]);
   std::fill(dst + d, dst + d_pad, 0.0f);
 }
 
@@ -143,6 +163,19 @@ struct GroupScratch {
   simd::AlignedFloats tile;     ///< kKeys rows as floats (when not read in place)
 };
 
+/// How attend_keys() folds a quantized cache's scales out of its inner loops (the hooks of
+/// cuda_decode.cuh's Rows, on the CPU); tokens j count from the row at attend_keys()'s K and V
+/// pointers. Unscaled, for fp32 and fp16 caches, changes nothing; cpu/decode_int8_simd passes
+/// its INT8 scales.
+struct Unscaled {
+  /// The factor of query element c (per-channel K scales fold in here): 1.
+  float query_factor(int64_t) const { return 1.0f; }
+  /// The score of key j from its dot product (per-token K scales): as is.
+  float score(int64_t, float dot) const { return dot; }
+  /// The weight of value row j from its probability (V scales): as is.
+  float value_weight(int64_t, float p) const { return p; }
+};
+
 // The decode work of one (sequence, KV head) — or of one split of its keys (chapter 05's
 // split-KV decode): the @p group query rows at @p q_rows (consecutive rows of d floats) attend
 // keys [begin, end) of @p K and @p V (rows of d elements of T, row 0 at the pointer), end > begin.
@@ -150,22 +183,25 @@ struct GroupScratch {
 // (c < d_pad, padding 0), the max m_r = max[r] of its scores s_j = q·k_j/√d and the sum
 // sum[r] = Σ_j exp(s_j − m_r): out = acc / sum for the whole range, or a partial result that
 // the split-KV reduce rescales by exp(m_r − m). Reads each K and V row once for the whole group
-// (two streaming passes, kKeys rows per step, prefetching the next step's rows).
-template <class T>
+// (two streaming passes, kKeys rows per step, prefetching the next step's rows). @p scales folds
+// a quantized cache's scales into the query, the scores and the probabilities (Unscaled: none).
+template <class T, class Scales = Unscaled>
 void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, const T* V, int64_t begin, int64_t end,
-                 GroupScratch& scratch, float* acc, float* max, float* sum) {
+                 GroupScratch& scratch, float* acc, float* max, float* sum, const Scales& scales = {}) {
   const int64_t d_pad = simd::round_up(d, kLanes), n_keys = end - begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // Rows are read in place when they are whole vectors — and, for fp16, when each row serves
-  // one query head only (MHA): a GQA group converts a row once into a float tile and reuses it.
-  const bool in_place = d == d_pad && (std::is_same_v<T, float> || group == 1);
+  // Rows are read in place when they are whole vectors — fp16 rows only when each serves one
+  // query head (MHA): a GQA group converts an fp16 row once into a float tile and reuses it.
+  // fp32 and int8 rows are always read in place.
+  const bool in_place = d == d_pad && (!std::is_same_v<T, uint16_t> || group == 1);
   const int64_t row_bytes = d * int64_t(sizeof(T));
+  constexpr int64_t ahead = kPrefetchKeys<T>;
   float* scores = scratch.scores.data();
   const int64_t stride = scratch.score_stride;
 
   for (int64_t r = 0; r < group; ++r) {
     float* dst = scratch.q_group.data() + r * d_pad;
-    for (int64_t c = 0; c < d; ++c) dst[c] = q_rows[r * d + c] * scale;
+    for (int64_t c = 0; c < d; ++c) dst[c] = q_rows[r * d + c] * scale * scales.query_factor(c);
     std::fill(dst + d, dst + d_pad, 0.0f);
   }
 
@@ -185,8 +221,7 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
 
   // Pass 1: stream K once, kKeys keys at a time; each row serves the whole group.
   for (int64_t j = begin; j < end; j += kKeys) {
-    if (j + kPrefetchKeys < end)
-      prefetch(K + (j + kPrefetchKeys) * d, std::min(kKeys, end - j - kPrefetchKeys) * row_bytes);
+    if (j + ahead < end) prefetch(K + (j + ahead) * d, std::min(kKeys, end - j - ahead) * row_bytes);
     const T* in_cache[kKeys];
     const float* as_floats[kKeys];
     block_rows(K, j, in_cache, as_floats);
@@ -198,7 +233,8 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
       } else {
         dot_keys(scratch.q_group.data() + r * d_pad, as_floats, d_pad, block);
       }
-      std::copy(block, block + n, scores + r * stride + (j - begin));
+      float* s_row = scores + r * stride + (j - begin);
+      for (int64_t i = 0; i < n; ++i) s_row[i] = scales.score(j + i, block[i]);
     }
   }
 
@@ -211,19 +247,53 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
   // load and store of each accumulator vector per kKeys rows (a padded key has p = 0).
   std::fill(acc, acc + group * d_pad, 0.0f);
   for (int64_t j = begin; j < end; j += kKeys) {
-    if (j + kPrefetchKeys < end)
-      prefetch(V + (j + kPrefetchKeys) * d, std::min(kKeys, end - j - kPrefetchKeys) * row_bytes);
+    if (j + ahead < end) prefetch(V + (j + ahead) * d, std::min(kKeys, end - j - ahead) * row_bytes);
     const T* in_cache[kKeys];
     const float* as_floats[kKeys];
     block_rows(V, j, in_cache, as_floats);
     const int64_t n = std::min(kKeys, end - j);
     for (int64_t r = 0; r < group; ++r) {
       const float* p_row = scores + r * stride + (j - begin);
-      const float p[kKeys] = {p_row[0], n > 1 ? p_row[1] : 0.0f, n > 2 ? p_row[2] : 0.0f, n > 3 ? p_row[3] : 0.0f};
+      float p[kKeys];
+      for (int64_t i = 0; i < kKeys; ++i) p[i] = i < n ? scales.value_weight(j + i, p_row[i]) : 0.0f;
       if (in_place) {
         accumulate_keys(p, in_cache, d_pad, acc + r * d_pad);
       } else {
         accumulate_keys(p, as_floats, d_pad, acc + r * d_pad);
+      }
+    }
+  }
+}
+
+// One whole decode step over a contiguous cache of T (layout @p cache, rows at @p k and @p v):
+// OpenMP over (sequence, KV head) items, dynamic schedule (a ragged batch's items differ in
+// cost); each runs attend_keys() over the sequence's @p lengths[b] keys with the Scales that
+// @p scales_of(b, g) returns, then out = acc / sum for the group's query heads. @p s is the
+// checked shape (decode_shape()), @p max_length the longest length.
+template <class T, class ScalesOf>
+void decode_groups(const Tensor<float>& q, const DecodeShape& s, const KvCacheShape& cache,
+                   const std::vector<int32_t>& lengths, int64_t max_length, const T* k, const T* v,
+                   const ScalesOf& scales_of, Tensor<float>& out) {
+  const int64_t d = s.head_dim, group = s.group_size();
+  const int64_t d_pad = simd::round_up(d, kLanes);
+
+#pragma omp parallel
+  {
+    GroupScratch scratch(group, d_pad, max_length);
+    simd::AlignedFloats acc(group * d_pad);  // Σ p·v per query head
+    std::vector<float> row_max(static_cast<size_t>(group)), row_sum(static_cast<size_t>(group));
+
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < s.batch * s.num_kv_heads; ++item) {
+      const int64_t b = item / s.num_kv_heads, g = item % s.num_kv_heads;
+      const int64_t h0 = g * group;  // query heads h0 .. h0+group-1 read KV head g
+      attend_keys(q.data() + (b * s.num_heads + h0) * d, group, d, k + cache.offset(b, g, 0), v + cache.offset(b, g, 0),
+                  0, lengths[size_t(b)], scratch, acc.data(), row_max.data(), row_sum.data(), scales_of(b, g));
+      for (int64_t r = 0; r < group; ++r) {
+        float* o_row = out.data() + (b * s.num_heads + h0 + r) * d;
+        const float* a = acc.data() + r * d_pad;
+        const float inv_sum = 1.0f / row_sum[size_t(r)];
+        for (int64_t c = 0; c < d; ++c) o_row[c] = a[c] * inv_sum;
       }
     }
   }

@@ -14,7 +14,9 @@
 // its caches; DRAM sees K and V once, plus q and out.
 //
 // The per-(sequence, KV head) work — both passes over one GQA group — is attend_keys() in
-// cpu_decode_keys.h, shared with chapter 05's split-KV decode (which runs it over each split).
+// cpu_decode_keys.h, shared with chapter 05's split-KV decode (which runs it over each split);
+// decode_groups() there runs it over every (sequence, KV head), for this version and for
+// chapter 04's cpu/decode_int8_simd.
 //
 // Making the stream fast. One key at a time (row converted to a float copy, one dot and its
 // horizontal sum, acc loaded and stored per key) the fp16 cache streamed at 16–17 GB/s, ~62% of
@@ -31,53 +33,20 @@
 //
 // Only slots below lengths[b] are read: the poisoned tail (NaN) never reaches a score.
 // Work items have different costs in a ragged batch: dynamic schedule.
-#include <omp.h>
-
-#include <algorithm>
-#include <cmath>
-#include <vector>
-
-#include "common/half.h"
-#include "kernels/attention/cpu_simd.h"
 #include "kernels/decode/cpu_decode_keys.h"
 #include "kernels/decode/decode.h"
 
 namespace inferlab {
 namespace {
 
-using simd::AlignedFloats;
-using simd::kLanes;
-using simd::round_up;
 using namespace decode_keys;
 
 template <class T>
 void decode_simd(const Tensor<float>& q, const KvCache& cache, const T* k, const T* v, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
-  const KvCacheShape& layout = cache.shape();
-  const int64_t d = s.head_dim, group = s.group_size();
-  const int64_t d_pad = round_up(d, kLanes);
-
-#pragma omp parallel
-  {
-    GroupScratch scratch(group, d_pad, cache.max_length());
-    AlignedFloats acc(group * d_pad);  // Σ p·v per query head
-    std::vector<float> row_max(static_cast<size_t>(group)), row_sum(static_cast<size_t>(group));
-
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < s.batch * s.num_kv_heads; ++item) {
-      const int64_t b = item / s.num_kv_heads, g = item % s.num_kv_heads;
-      const int64_t h0 = g * group;  // query heads h0 .. h0+group-1 read KV head g
-      attend_keys(q.data() + (b * s.num_heads + h0) * d, group, d, k + layout.offset(b, g, 0),
-                  v + layout.offset(b, g, 0), 0, cache.length(b), scratch, acc.data(), row_max.data(), row_sum.data());
-      for (int64_t r = 0; r < group; ++r) {
-        float* o_row = out.data() + (b * s.num_heads + h0 + r) * d;
-        const float* a = acc.data() + r * d_pad;
-        const float inv_sum = 1.0f / row_sum[size_t(r)];
-        for (int64_t c = 0; c < d; ++c) o_row[c] = a[c] * inv_sum;
-      }
-    }
-  }
+  const auto unscaled = [](int64_t, int64_t) { return Unscaled{}; };  // fp32/fp16 rows: no scales
+  decode_groups(q, s, cache.shape(), cache.lengths(), cache.max_length(), k, v, unscaled, out);
 }
 
 }  // namespace

@@ -58,15 +58,10 @@ void decode_host(const Tensor<float>& q, const KvCache& cache, Tensor<float>& ou
   const DecodeShape shape = decode_shape(q, cache);
   check_decode_output(out, shape);
   const DeviceKvCacheCopy<T> device_cache(cache);
-  DeviceBuffer<float> q_device(size_t(q.size()));
-  q_device.upload(q.data());
-  DeviceBuffer<float> out_device(size_t(out.size()));
-  out_device.poison();  // an element the kernel forgets stays NaN
-  DeviceDecodeOf<T> problem{q_device.data(), device_cache.view(), out_device.data(), shape, int(cache.max_length())};
-  decode_device(problem, nullptr);
-  check_cuda(cudaGetLastError(), "cuda/decode");
-  check_cuda(cudaDeviceSynchronize(), "cuda/decode");
-  out_device.download(out.data());
+  decode_on_host_tensors(q, out, "cuda/decode", [&](const float* q_device, float* out_device) {
+    decode_device(DeviceDecodeOf<T>{q_device, device_cache.view(), out_device, shape, int(cache.max_length())},
+                  nullptr);
+  });
 }
 
 }  // namespace

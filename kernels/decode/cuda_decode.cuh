@@ -8,7 +8,8 @@
 //   host tensors   decode_cuda, kv_append_cuda (cuda_decode.h): the DecodeFn / KvAppendFn
 //                  signatures that tests and the CLI use — a thin wrapper: DeviceKvCacheCopy
 //                  uploads the host cache (poisoned tail included), the wrapper calls the
-//                  device level, then waits, checks and copies back.
+//                  device level, then waits, checks and copies back (decode_on_host_tensors,
+//                  shared with chapter 04's and 05's wrappers).
 //
 // T is the cache's element type on the device: float (KvDtype::fp32) or __half (fp16; the same
 // 16 bits the host KvCache stores).
@@ -16,8 +17,9 @@
 // It also holds the decode kernel itself, decode_rows_kernel<Rows, W, C>, as a template over
 // how cached rows are read (Rows): cuda/decode instantiates it with CachedRows<T> (fp32/fp16
 // rows as stored), chapter 04's cuda/decode_int8 with int8 rows and their scales
-// (kernels/quant/cuda_int8_kv_cache.cuh). The layout of the work, the reductions and the
-// softmax are written once; cuda_decode.cu explains them.
+// (kernels/quant/cuda_int8_kv_cache.cuh) and cuda/decode_fp8 with E4M3 rows
+// (cuda_decode_fp8.cu). The layout of the work, the reductions and the softmax are written
+// once; cuda_decode.cu explains them.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -105,8 +107,20 @@ constexpr int kDecodeThreads = 128;
 constexpr int kDecodeWarps = kDecodeThreads / 32;
 constexpr int kMaxDecodeHeadDim = 512;
 
+// One cached element as a float (the scalar path of the row loads below).
+__device__ inline float cached_to_float(float x) {
+  return x;
+}
+__device__ inline float cached_to_float(__half x) {
+  return __half2float(x);
+}
+__device__ inline float cached_to_float(int8_t x) {
+  return float(x);
+}
+
 // Loads W cached elements starting at @p p (aligned to W elements) as floats: one 16-byte load
-// for 4 floats, 8 halves or 16 int8; a 4-byte char4 for 4 int8; else W scalar loads.
+// for 4 floats, 8 halves or 16 int8; a 4-byte char4 for 4 int8; else W scalar loads. The
+// overload for FP8 E4M3 codes (uint8_t) is defined in cuda_decode_fp8.cu, its only user.
 template <int W>
 __device__ inline void load_row_vector(const float* p, float (&x)[W]) {
   if constexpr (W == 4) {
@@ -116,7 +130,7 @@ __device__ inline void load_row_vector(const float* p, float (&x)[W]) {
     x[2] = f.z;
     x[3] = f.w;
   } else {
-    for (int w = 0; w < W; ++w) x[w] = p[w];
+    for (int w = 0; w < W; ++w) x[w] = cached_to_float(p[w]);
   }
 }
 template <int W>
@@ -129,7 +143,7 @@ __device__ inline void load_row_vector(const __half* p, float (&x)[W]) {
       x[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] >> 16)));
     }
   } else {
-    for (int w = 0; w < W; ++w) x[w] = __half2float(p[w]);
+    for (int w = 0; w < W; ++w) x[w] = cached_to_float(p[w]);
   }
 }
 template <int W>
@@ -146,11 +160,14 @@ __device__ inline void load_row_vector(const int8_t* p, float (&x)[W]) {
     x[2] = float(c.z);
     x[3] = float(c.w);
   } else {
-    for (int w = 0; w < W; ++w) x[w] = float(p[w]);
+    for (int w = 0; w < W; ++w) x[w] = cached_to_float(p[w]);
   }
 }
+template <int W>
+__device__ void load_row_vector(const uint8_t* p, float (&x)[W]);
 
-// K and V rows of element type T (float, __half or int8_t) read W elements at a time as floats.
+// K and V rows of element type T (float, __half, int8_t or FP8 codes as uint8_t) read W
+// elements at a time as floats.
 template <class T>
 struct RowLoads {
   const T* k = nullptr;
@@ -239,18 +256,9 @@ __global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int nu
   }
   __syncthreads();  // every score is in shared memory before any thread reads one
 
-  // Softmax: max, then exp in place, then the sum.
-  float local_max = -INFINITY;
-  for (int j = threadIdx.x; j < L; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
-  const float max_score = block_reduce<true>(local_max, slots);
-  float local_sum = 0.0f;
-  for (int j = threadIdx.x; j < L; j += blockDim.x) {
-    const float p = __expf(scores[j] - max_score);
-    scores[j] = p;
-    local_sum += p;
-  }
-  // block_reduce's first barrier also publishes the probabilities written just above.
-  const float inv_sum = 1.0f / block_reduce<false>(local_sum, slots);
+  // Softmax: max, then exp in place, then the sum (whose first barrier also publishes the
+  // probabilities).
+  const float inv_sum = 1.0f / block_softmax_numerators(scores, L, slots).sum;
 
   // Pass 2: Σ p_j·v_j, each key group over its keys, each lane over its dims.
   float acc[C][W];
@@ -286,6 +294,23 @@ __global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int nu
     for (int w = 0; w < kDecodeWarps; ++w) sum += partial[w * head_dim + c];
     o[c] = sum * inv_sum;
   }
+}
+
+// What every host-tensor decode wrapper does around its device-level call: uploads @p q,
+// poisons the device output (an element the kernel forgets stays NaN), calls
+// @p queue(q_device, out_device) — which queues the work on the default stream — then checks
+// the launch, waits (errors name @p name) and downloads @p out. Checking shapes and uploading
+// the cache are the caller's.
+template <class Queue>
+void decode_on_host_tensors(const Tensor<float>& q, Tensor<float>& out, const char* name, const Queue& queue) {
+  DeviceBuffer<float> q_device(size_t(q.size()));
+  q_device.upload(q.data());
+  DeviceBuffer<float> out_device(size_t(out.size()));
+  out_device.poison();
+  queue(static_cast<const float*>(q_device.data()), out_device.data());
+  check_cuda(cudaGetLastError(), name);
+  check_cuda(cudaDeviceSynchronize(), name);
+  out_device.download(out.data());
 }
 
 // The lanes per key (G) and vectors per lane (C) for n vectors per row: G a power of two

@@ -45,10 +45,13 @@ __device__ inline void fp8x2_to_float2(unsigned short pair, float& lo, float& hi
 #endif
 }
 
-// W codes starting at @p p (aligned to W bytes) as floats: one 16-byte load for 16, one 4-byte
-// load for 4, else byte by byte.
+}  // namespace
+
+// The row loads of cuda_decode.cuh (RowLoads<uint8_t>) for FP8: W E4M3 codes starting at @p p
+// (aligned to W bytes) as floats — one 16-byte load for 16, one 4-byte load for 4, else byte by
+// byte.
 template <int W>
-__device__ inline void load_fp8(const uint8_t* p, float (&x)[W]) {
+__device__ void load_row_vector(const uint8_t* p, float (&x)[W]) {
   if constexpr (W == 16 || W == 4) {
     unsigned words[W / 4];
     if constexpr (W == 16) {
@@ -69,21 +72,13 @@ __device__ inline void load_fp8(const uint8_t* p, float (&x)[W]) {
   }
 }
 
+namespace {
+
 // The Rows of decode_rows_kernel for an FP8 cache: E4M3 codes, one fp32 scale per row.
-struct Fp8Rows {
-  const uint8_t* k = nullptr;
-  const uint8_t* v = nullptr;
+struct Fp8Rows : RowLoads<uint8_t> {
   const float* k_scales = nullptr;  // [batch][num_kv_heads][max_seq_len]
   const float* v_scales = nullptr;  // same
   const int* lengths = nullptr;
-  template <int W>
-  __device__ void load_key(size_t at, float (&x)[W]) const {
-    load_fp8<W>(k + at, x);
-  }
-  template <int W>
-  __device__ void load_value(size_t at, float (&x)[W]) const {
-    load_fp8<W>(v + at, x);
-  }
   __device__ float query_factor(size_t) const { return 1.0f; }
   __device__ float score(size_t token, float dot) const { return dot * k_scales[token]; }  // once per key
   __device__ float value_weight(size_t token, float p) const { return p * v_scales[token]; }
@@ -105,18 +100,15 @@ void decode_fp8_cuda(const Tensor<float>& q, const Fp8KvCache& cache, Tensor<flo
   const DeviceBuffer<uint8_t> k = upload(cache.k_fp8()), v = upload(cache.v_fp8());
   const DeviceBuffer<float> k_scales = upload(cache.k_scales()), v_scales = upload(cache.v_scales());
   const DeviceBuffer<int> lengths = upload(std::vector<int>(cache.lengths().begin(), cache.lengths().end()));
-  const DeviceBuffer<float> q_device = upload(std::vector<float>(q.data(), q.data() + q.size()));
-  DeviceBuffer<float> out_device(size_t(out.size()));
-  out_device.poison();  // an element the kernel forgets stays NaN
-  const Fp8Rows rows{k.data(), v.data(), k_scales.data(), v_scales.data(), lengths.data()};
+  const Fp8Rows rows{{k.data(), v.data()}, k_scales.data(), v_scales.data(), lengths.data()};
   const int max_length = int(cache.max_length());
-  if (s.head_dim % 16 == 0) {  // 16 codes = one 16-byte load
-    launch_decode_rows<Fp8Rows, 16>(rows, q_device.data(), out_device.data(), s, max_length, nullptr, "cuda/decode_fp8");
-  } else {  // 4-byte loads where the row is a whole number of them, else single bytes
-    launch_decode_rows<Fp8Rows, 4>(rows, q_device.data(), out_device.data(), s, max_length, nullptr, "cuda/decode_fp8");
-  }
-  check_cuda(cudaDeviceSynchronize(), "cuda/decode_fp8");
-  out_device.download(out.data());
+  decode_on_host_tensors(q, out, "cuda/decode_fp8", [&](const float* q_device, float* out_device) {
+    if (s.head_dim % 16 == 0) {  // 16 codes = one 16-byte load
+      launch_decode_rows<Fp8Rows, 16>(rows, q_device, out_device, s, max_length, nullptr, "cuda/decode_fp8");
+    } else {  // 4-byte loads where the row is a whole number of them, else single bytes
+      launch_decode_rows<Fp8Rows, 4>(rows, q_device, out_device, s, max_length, nullptr, "cuda/decode_fp8");
+    }
+  });
 }
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

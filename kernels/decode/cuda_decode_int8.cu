@@ -55,15 +55,9 @@ void decode_int8_cuda(const Tensor<float>& q, const Int8KvCache& cache, Tensor<f
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
   const DeviceInt8KvCacheCopy device_cache(cache);
-  DeviceBuffer<float> q_device(size_t(q.size()));
-  q_device.upload(q.data());
-  DeviceBuffer<float> out_device(size_t(out.size()));
-  out_device.poison();  // an element the kernel forgets stays NaN
-  const DeviceDecodeInt8 problem{q_device.data(), device_cache.view(), out_device.data(), s, int(cache.max_length())};
-  decode_int8_device(problem, nullptr);
-  check_cuda(cudaGetLastError(), "cuda/decode_int8");
-  check_cuda(cudaDeviceSynchronize(), "cuda/decode_int8");
-  out_device.download(out.data());
+  decode_on_host_tensors(q, out, "cuda/decode_int8", [&](const float* q_device, float* out_device) {
+    decode_int8_device({q_device, device_cache.view(), out_device, s, int(cache.max_length())}, nullptr);
+  });
 }
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

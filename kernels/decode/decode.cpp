@@ -13,8 +13,11 @@
 namespace inferlab {
 
 DecodeShape decode_shape(const Tensor<float>& q, const KvCache& cache) {
+  return decode_shape(q, cache.shape(), cache.lengths());
+}
+
+DecodeShape decode_shape(const Tensor<float>& q, const KvCacheShape& c, const std::vector<int32_t>& lengths) {
   check_rank(q, 3, "q");
-  const KvCacheShape& c = cache.shape();
   const DecodeShape shape{q.dim(0), q.dim(1), c.num_kv_heads, c.max_seq_len, q.dim(2)};
   require_positive("num_heads (q.shape[1])", shape.num_heads);
   require(q.dim(0) == c.batch && q.dim(2) == c.head_dim, "q.shape", to_string(q.shape()),
@@ -23,7 +26,7 @@ DecodeShape decode_shape(const Tensor<float>& q, const KvCache& cache) {
   require(shape.num_heads % shape.num_kv_heads == 0, "num_heads", shape.num_heads,
           "must be a multiple of num_kv_heads = " + std::to_string(shape.num_kv_heads));
   for (int64_t b = 0; b < shape.batch; ++b) {
-    require(cache.length(b) > 0, "lengths[" + std::to_string(b) + "]", cache.length(b),
+    require(lengths[size_t(b)] > 0, "lengths[" + std::to_string(b) + "]", lengths[size_t(b)],
             "must be > 0 (append the new token's K and V before decoding it)");
   }
   return shape;

@@ -19,6 +19,7 @@
 /// with GQA): decode is memory-bound everywhere.
 
 #include <cstdint>
+#include <vector>
 
 #include "common/cost.h"
 #include "common/tensor.h"
@@ -45,6 +46,10 @@ struct DecodeShape {
 /// and head_dim, num_heads is not a multiple of num_kv_heads, or a sequence is empty
 /// ("lengths[b] = 0": decode needs the new token appended first).
 DecodeShape decode_shape(const Tensor<float>& q, const KvCache& cache);
+
+/// The check behind every decode_shape() overload (this cache's, and chapter 04's quantized
+/// caches'): @p q against a cache of sizes @p cache whose sequences hold @p lengths tokens.
+DecodeShape decode_shape(const Tensor<float>& q, const KvCacheShape& cache, const std::vector<int32_t>& lengths);
 
 /// Checks that @p out is [batch, num_heads, head_dim] (versions write into a caller-allocated
 /// output).

@@ -13,10 +13,6 @@
 
 namespace inferlab {
 
-/// Checks @p q ([batch, num_heads, head_dim], num_heads a multiple of num_kv_heads, every
-/// length > 0) against @p cache and returns the shape; throws std::invalid_argument otherwise.
-DecodeShape decode_shape(const Tensor<float>& q, const Fp8KvCache& cache);
-
 /// The signature of an FP8 decode version.
 using Fp8DecodeFn = std::function<void(const Tensor<float>& q, const Fp8KvCache& cache, Tensor<float>& out)>;
 

@@ -12,10 +12,6 @@
 
 namespace inferlab {
 
-/// Checks @p q ([batch, num_heads, head_dim], num_heads a multiple of num_kv_heads, every
-/// length > 0) against @p cache and returns the shape; throws std::invalid_argument otherwise.
-DecodeShape decode_shape(const Tensor<float>& q, const Int8KvCache& cache);
-
 /// FLOPs and bytes of one INT8 decode step over @p cache for @p num_heads query heads: FLOPs as
 /// decode_step_cost (4·L·d per query head); bytes = per sequence with L > 0 cached tokens,
 /// 2·num_kv_heads·L·d bytes of int8 K and V, their scales (V and per-token K: one per row;

@@ -68,12 +68,13 @@ using simd::AlignedFloats;
 using simd::round_up;
 using tiles::kMr;
 using tiles::kNr;
+using tiles::load_query_block;
 using tiles::micro_tile;
+using tiles::query_block;
 
 constexpr int64_t kBlockRows = 32 * kMr;  // Br: query rows per block (192 with AVX-512)
 constexpr int64_t kKeyBlock = 2 * kNr;    // Bc: keys per block (128 with AVX-512); S block 48 KiB,
                                           // a V panel of Bc × kNr floats 32 KiB: in L1 for P·V
-constexpr int64_t kRowPad = 16;           // floats added to S's row stride (no 4 KiB aliasing)
 
 }  // namespace
 
@@ -86,7 +87,7 @@ void attention_cpu_flash(const Tensor<float>& q, const Tensor<float>& k, const T
   const int64_t d_pad = packed.d_pad();
   const int64_t block_rows = std::min(kBlockRows, round_up(L, kMr));
   const int64_t num_blocks = (L + block_rows - 1) / block_rows;
-  const int64_t score_stride = kKeyBlock + kRowPad;
+  const int64_t score_stride = kKeyBlock + tiles::kScoreRowPad;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
@@ -101,15 +102,11 @@ void attention_cpu_flash(const Tensor<float>& q, const Tensor<float>& k, const T
 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < shape.num_heads * num_blocks; ++item) {
-      const int64_t h = item / num_blocks, i0 = (item % num_blocks) * block_rows;
-      const int64_t g = h / shape.group_size();
-      const int64_t rows = std::min(block_rows, L - i0);  // valid query rows in this block
-      const int64_t tiles = (rows + kMr - 1) / kMr;       // row tiles (the last may be padded)
-      const int64_t kv_end = causal ? i0 + rows : L;      // causal: later key blocks are skipped
+      // Head h (KV head g), query rows i0 … i0 + rows − 1 in `tiles` row tiles; causal: the key
+      // blocks from kv_end on are skipped.
+      const auto [h, g, i0, rows, tiles, kv_end] = query_block(item, num_blocks, block_rows, shape);
 
-      for (int64_t r = 0; r < tiles * kMr; ++r)
-        for (int64_t c = 0; c < d; ++c)
-          q_block.data()[r * d + c] = r < rows ? q[(h * L + i0 + r) * d + c] * scale : 0.0f;
+      load_query_block(q.data(), L, d, h, i0, rows, scale, q_block.data());
       std::fill(row_max.begin(), row_max.end(), kMinusInf);
       std::fill(row_sum.begin(), row_sum.end(), 0.0f);
 

@@ -36,13 +36,6 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDim = 512;
 
-__device__ inline float cached_to_float(float x) {
-  return x;
-}
-__device__ inline float cached_to_float(__half x) {
-  return __half2float(x);
-}
-
 template <class T>
 __global__ void decode_split_partial_kernel(const float* q, const T* k_cache, const T* v_cache, const int* lengths,
                                             float* part_acc, float* part_max, float* part_sum, int num_heads,
@@ -88,17 +81,8 @@ __global__ void decode_split_partial_kernel(const float* q, const T* k_cache, co
   }
   __syncthreads();  // every score is in shared memory before the softmax reads them
 
-  float local_max = -INFINITY;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
-  const float max_score = block_reduce<true>(local_max, slots);
-  float local_sum = 0.0f;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float p = __expf(scores[j] - max_score);
-    scores[j] = p;
-    local_sum += p;
-  }
-  // block_reduce's first barrier also publishes the probabilities written just above.
-  const float sum = block_reduce<false>(local_sum, slots);
+  // The sum's first barrier also publishes the probabilities to every thread.
+  const SoftmaxStats softmax = block_softmax_numerators(scores, n, slots);
 
   // Pass 2: thread c owns output element c (and c + blockDim.x, …).
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
@@ -107,8 +91,8 @@ __global__ void decode_split_partial_kernel(const float* q, const T* k_cache, co
     acc_out[c] = acc;
   }
   if (threadIdx.x == 0) {
-    part_max[row] = max_score;
-    part_sum[row] = sum;
+    part_max[row] = softmax.max;
+    part_sum[row] = softmax.sum;
   }
 }
 
@@ -179,21 +163,15 @@ void decode_split_host(const Tensor<float>& q, const KvCache& cache, Tensor<floa
   const DecodeShape shape = decode_shape(q, cache);
   check_decode_output(out, shape);
   const DeviceKvCacheCopy<T> device_cache(cache);
-  DeviceBuffer<float> q_device(size_t(q.size()));
-  q_device.upload(q.data());
-  DeviceBuffer<float> out_device(size_t(out.size()));
-  out_device.poison();  // an element the kernels forget stays NaN
   const size_t rows = size_t(shape.batch * shape.num_heads * num_splits);
   DeviceBuffer<float> acc(rows * size_t(shape.head_dim)), maxes(rows), sums(rows);
   acc.poison();  // a partial the partial kernel forgets poisons the reduce
   maxes.poison();
   sums.poison();
-  const DeviceDecodeOf<T> problem{q_device.data(), device_cache.view(), out_device.data(), shape,
-                                  int(cache.max_length())};
-  decode_split_device(problem, {acc.data(), maxes.data(), sums.data(), int(num_splits)}, nullptr);
-  check_cuda(cudaGetLastError(), "cuda/decode_split");
-  check_cuda(cudaDeviceSynchronize(), "cuda/decode_split");
-  out_device.download(out.data());
+  decode_on_host_tensors(q, out, "cuda/decode_split", [&](const float* q_device, float* out_device) {
+    const DeviceDecodeOf<T> problem{q_device, device_cache.view(), out_device, shape, int(cache.max_length())};
+    decode_split_device(problem, {acc.data(), maxes.data(), sums.data(), int(num_splits)}, nullptr);
+  });
 }
 
 }  // namespace

@@ -15,15 +15,6 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Throws naming (sequence, KV head) when one of the @p n floats at @p x is NaN or ±Inf.
-void require_finite(const float* x, int64_t n, const char* what, int64_t sequence, int64_t g) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i]))
-      throw std::invalid_argument(std::string(what) + ": sequence " + std::to_string(sequence) + ", KV head " +
-                                  std::to_string(g) + " holds a non-finite value (NaN/Inf): it cannot be quantized "
-                                  "to FP8 and nothing was written");
-}
-
 }  // namespace
 
 float quantize_row_fp8(std::span<const float> row, std::span<uint8_t> codes, int64_t& saturated) {
@@ -39,45 +30,15 @@ float quantize_row_fp8(std::span<const float> row, std::span<uint8_t> codes, int
   return scale;
 }
 
-Fp8KvCache::Fp8KvCache(const KvCacheShape& shape) : shape_(shape) {
-  require_positive("batch", shape.batch);
-  require_positive("num_kv_heads", shape.num_kv_heads);
-  require_positive("max_seq_len", shape.max_seq_len);
-  require_positive("head_dim", shape.head_dim);
-  require(shape.max_seq_len <= INT32_MAX, "max_seq_len", shape.max_seq_len, "must fit in int32");
-  lengths_.assign(size_t(shape.batch), 0);
+Fp8KvCache::Fp8KvCache(const KvCacheShape& shape) : QuantizedKvCache(shape, "FP8") {
   k_.assign(size_t(shape.elements()), kFp8E4M3NaN);  // unused slots decode to NaN
   v_.assign(size_t(shape.elements()), kFp8E4M3NaN);
   k_scales_.assign(size_t(shape.batch * shape.num_kv_heads * shape.max_seq_len), kNaN);
   v_scales_.assign(k_scales_.size(), kNaN);
 }
 
-void Fp8KvCache::check_sequence(int64_t sequence) const {
-  require(sequence >= 0 && sequence < shape_.batch, "sequence", sequence,
-          "must be in [0, batch = " + std::to_string(shape_.batch) + ")");
-}
-
-int64_t Fp8KvCache::length(int64_t sequence) const {
-  check_sequence(sequence);
-  return lengths_[size_t(sequence)];
-}
-
-int64_t Fp8KvCache::max_length() const {
-  return *std::max_element(lengths_.begin(), lengths_.end());
-}
-
 void Fp8KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v) {
-  check_sequence(sequence);
-  check_rank(k, 3, "k");
-  check_shape(v, k.shape(), "v");
-  const int64_t L = k.dim(1), d = shape_.head_dim;
-  require(k.dim(0) == shape_.num_kv_heads && k.dim(2) == d, "k.shape", to_string(k.shape()),
-          "must be [num_kv_heads, seq_len, head_dim]");
-  require(L <= shape_.max_seq_len, "seq_len (k.shape[1])", L, "exceeds the cache's max_seq_len");
-  for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
-    require_finite(k.data() + g * L * d, L * d, "k (prefill)", sequence, g);
-    require_finite(v.data() + g * L * d, L * d, "v (prefill)", sequence, g);
-  }
+  const int64_t L = check_prefill(sequence, k, v), d = shape_.head_dim;
   for (int64_t g = 0; g < shape_.num_kv_heads; ++g)
     for (int64_t t = 0; t < shape_.max_seq_len; ++t) {
       const int64_t at = shape_.offset(sequence, g, t), s = scale_index(sequence, g, t);
@@ -93,34 +54,17 @@ void Fp8KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<
   lengths_[size_t(sequence)] = int32_t(L);
 }
 
-void Fp8KvCache::check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const {
-  const Shape token_shape{shape_.batch, shape_.num_kv_heads, shape_.head_dim};
-  check_shape(k_new, token_shape, "k_new");
-  check_shape(v_new, token_shape, "v_new");
-  for (int64_t b = 0; b < shape_.batch; ++b)
-    require(lengths_[size_t(b)] < shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths_[size_t(b)],
-            "sequence " + std::to_string(b) + " is full (max_seq_len = " + std::to_string(shape_.max_seq_len) +
-                "): appending would write past the end of its cache");
-  const int64_t d = shape_.head_dim;
-  for (int64_t b = 0; b < shape_.batch; ++b)
-    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
-      require_finite(k_new.data() + (b * shape_.num_kv_heads + g) * d, d, "k_new", b, g);
-      require_finite(v_new.data() + (b * shape_.num_kv_heads + g) * d, d, "v_new", b, g);
-    }
-}
-
 void Fp8KvCache::append(const Tensor<float>& k_new, const Tensor<float>& v_new) {
   check_append(k_new, v_new);
   const int64_t d = shape_.head_dim;
-  for (int64_t b = 0; b < shape_.batch; ++b) {
+  for (int64_t b = 0; b < shape_.batch; ++b)
     for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
       const int64_t t = lengths_[size_t(b)], row = (b * shape_.num_kv_heads + g) * d;
       const int64_t at = shape_.offset(b, g, t), s = scale_index(b, g, t);
       store_row(k_new.data() + row, k_.data() + at, k_scales_[size_t(s)]);
       store_row(v_new.data() + row, v_.data() + at, v_scales_[size_t(s)]);
     }
-    ++lengths_[size_t(b)];
-  }
+  commit_append();
 }
 
 float Fp8KvCache::key(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const {

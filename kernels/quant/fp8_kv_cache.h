@@ -11,11 +11,10 @@
 /// bits, so every element is stored within a relative 1/16 of itself (the INT8 step is absolute:
 /// max|x|/254, which is coarse for the small elements of a row holding an outlier).
 ///
-/// Bookkeeping (lengths, capacity, NaN/Inf refused naming the sequence and KV head, nothing
-/// written then; unused scales poisoned with NaN) follows Int8KvCache. This is a separate small
-/// class, not an Int8KvCache: that class's quantizer and dequantizing accessors are INT8's and it
-/// has no hook for another element format. Only CPU quantize-on-append here; cuda/decode_fp8
-/// reads the cache on the device.
+/// The bookkeeping (lengths, capacity, NaN/Inf refused naming the sequence and KV head, nothing
+/// written then) is QuantizedKvCache's, shared with Int8KvCache; unused codes and scales are
+/// poisoned with NaN. Only CPU quantize-on-append here; cuda/decode_fp8 reads the cache on the
+/// device.
 ///
 ///     bytes = 2 · batch · num_kv_heads · max_seq_len · (head_dim + 4)
 
@@ -25,6 +24,7 @@
 
 #include "common/tensor.h"
 #include "kernels/decode/kv_cache.h"
+#include "kernels/quant/quantized_kv_cache.h"
 
 namespace inferlab {
 
@@ -35,22 +35,13 @@ namespace inferlab {
 float quantize_row_fp8(std::span<const float> row, std::span<uint8_t> codes, int64_t& saturated);
 
 /// A contiguous FP8 E4M3 KV cache with per-(token, KV head) scales (see the file comment).
-class Fp8KvCache {
+/// saturated_count() counts the elements whose scaled value |x|/Δ rounded past 448 and were
+/// clamped (with Δ from the row's own maximum this stays 0; it is counted, not assumed).
+class Fp8KvCache : public QuantizedKvCache {
  public:
   /// An empty cache; throws std::invalid_argument naming a size that is not positive.
   explicit Fp8KvCache(const KvCacheShape& shape);
 
-  /// The sizes.
-  const KvCacheShape& shape() const { return shape_; }
-  /// Tokens cached for every sequence.
-  const std::vector<int32_t>& lengths() const { return lengths_; }
-  /// Tokens cached for @p sequence.
-  int64_t length(int64_t sequence) const;
-  /// The longest length in the batch.
-  int64_t max_length() const;
-  /// Elements whose scaled value |x|/Δ rounded past 448 and were clamped (with Δ from the row's
-  /// own maximum this stays 0; it is counted, not assumed).
-  int64_t saturated_count() const { return saturated_; }
   /// Bytes of K, V and the scales.
   size_t bytes() const { return k_.size() + v_.size() + 4 * (k_scales_.size() + v_scales_.size()); }
 
@@ -58,12 +49,8 @@ class Fp8KvCache {
   /// Throws std::invalid_argument on a shape error, a prompt longer than max_seq_len, or a
   /// non-finite value (naming sequence and KV head; nothing written).
   void prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v);
-  /// Checks shapes ([batch, num_kv_heads, head_dim]), capacity and finiteness of one token per
-  /// sequence; throws std::invalid_argument naming the full sequence or the (sequence, KV head)
-  /// holding a NaN/Inf.
-  void check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const;
   /// The CPU quantize-on-append: check_append(), quantize each sequence's token into slot
-  /// lengths[b], increment every length.
+  /// lengths[b], commit_append().
   void append(const Tensor<float>& k_new, const Tensor<float>& v_new);
 
   /// Flat index of the scale of (sequence, kv_head, token) in k_scales and v_scales.
@@ -96,17 +83,13 @@ class Fp8KvCache {
   const std::vector<float>& v_scales() const { return v_scales_; }
 
  private:
-  void check_sequence(int64_t sequence) const;
   // Quantizes one row of head_dim floats into codes at @p codes and its scale into @p scale.
   void store_row(const float* x, uint8_t* codes, float& scale) {
     scale = quantize_row_fp8({x, size_t(shape_.head_dim)}, {codes, size_t(shape_.head_dim)}, saturated_);
   }
 
-  KvCacheShape shape_;
-  std::vector<int32_t> lengths_;
   std::vector<uint8_t> k_, v_;
   std::vector<float> k_scales_, v_scales_;
-  int64_t saturated_ = 0;
 };
 
 /// An FP8 cache holding @p k and @p v (full caches [batch, num_kv_heads, max_seq_len, head_dim],

@@ -17,19 +17,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr uint16_t kHalfNaN = 0x7E00;      // a quiet NaN in fp16
 constexpr uint16_t kHalfMaxBits = 0x7BFF;  // 65504, the largest finite fp16
 
-bool all_finite(const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) return false;
-  return true;
-}
-
-[[noreturn]] void non_finite(const char* what, int64_t sequence, int64_t g) {
-  throw std::invalid_argument(std::string(what) + ": sequence " + std::to_string(sequence) + ", KV head " +
-                              std::to_string(g) +
-                              " holds a non-finite value (NaN/Inf): it cannot be quantized to "
-                              "INT8 and nothing was written");
-}
-
 }  // namespace
 
 std::string_view to_string(KeyScaling scaling) {
@@ -60,13 +47,7 @@ int8_t quantize_int8(float x, float scale) {
 }
 
 Int8KvCache::Int8KvCache(const KvCacheShape& shape, KeyScaling key_scaling, ScaleDtype scale_dtype)
-    : shape_(shape), key_scaling_(key_scaling), scale_dtype_(scale_dtype) {
-  require_positive("batch", shape.batch);
-  require_positive("num_kv_heads", shape.num_kv_heads);
-  require_positive("max_seq_len", shape.max_seq_len);
-  require_positive("head_dim", shape.head_dim);
-  require(shape.max_seq_len <= INT32_MAX, "max_seq_len", shape.max_seq_len, "must fit in int32");
-  lengths_.assign(size_t(shape.batch), 0);
+    : QuantizedKvCache(shape, "INT8"), key_scaling_(key_scaling), scale_dtype_(scale_dtype) {
   k_.assign(size_t(shape.elements()), int8_t(-1));
   v_.assign(size_t(shape.elements()), int8_t(-1));
   const size_t token_scales = size_t(shape.batch * shape.num_kv_heads * shape.max_seq_len);
@@ -115,20 +96,6 @@ void Int8KvCache::poison_v_scale(int64_t i) {
   } else {
     v_scales_fp16_[size_t(i)] = kHalfNaN;
   }
-}
-
-void Int8KvCache::check_sequence(int64_t sequence) const {
-  require(sequence >= 0 && sequence < shape_.batch, "sequence", sequence,
-          "must be in [0, batch = " + std::to_string(shape_.batch) + ")");
-}
-
-int64_t Int8KvCache::length(int64_t sequence) const {
-  check_sequence(sequence);
-  return lengths_[size_t(sequence)];
-}
-
-int64_t Int8KvCache::max_length() const {
-  return *std::max_element(lengths_.begin(), lengths_.end());
 }
 
 size_t Int8KvCache::scale_bytes() const {
@@ -188,17 +155,7 @@ void Int8KvCache::store_token(int64_t sequence, int64_t g, int64_t token, const 
 }
 
 void Int8KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v) {
-  check_sequence(sequence);
-  check_rank(k, 3, "k");
-  check_shape(v, k.shape(), "v");
-  const int64_t L = k.dim(1), d = shape_.head_dim;
-  require(k.dim(0) == shape_.num_kv_heads && k.dim(2) == d, "k.shape", to_string(k.shape()),
-          "must be [num_kv_heads, seq_len, head_dim]");
-  require(L <= shape_.max_seq_len, "seq_len (k.shape[1])", L, "exceeds the cache's max_seq_len");
-  for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
-    if (!all_finite(k.data() + g * L * d, L * d)) non_finite("k (prefill)", sequence, g);
-    if (!all_finite(v.data() + g * L * d, L * d)) non_finite("v (prefill)", sequence, g);
-  }
+  const int64_t L = check_prefill(sequence, k, v), d = shape_.head_dim;
   for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
     if (key_scaling_ == KeyScaling::per_channel) {
       for (int64_t c = 0; c < d; ++c) {
@@ -217,23 +174,6 @@ void Int8KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor
   poison_unused();
 }
 
-void Int8KvCache::check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const {
-  const Shape token_shape{shape_.batch, shape_.num_kv_heads, shape_.head_dim};
-  check_shape(k_new, token_shape, "k_new");
-  check_shape(v_new, token_shape, "v_new");
-  for (int64_t b = 0; b < shape_.batch; ++b)
-    require(lengths_[size_t(b)] < shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths_[size_t(b)],
-            "sequence " + std::to_string(b) + " is full (max_seq_len = " + std::to_string(shape_.max_seq_len) +
-                "): appending would write past the end of its cache");
-  const int64_t d = shape_.head_dim;
-  for (int64_t b = 0; b < shape_.batch; ++b)
-    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
-      const int64_t row = (b * shape_.num_kv_heads + g) * d;
-      if (!all_finite(k_new.data() + row, d)) non_finite("k_new", b, g);
-      if (!all_finite(v_new.data() + row, d)) non_finite("v_new", b, g);
-    }
-}
-
 void Int8KvCache::append(const Tensor<float>& k_new, const Tensor<float>& v_new) {
   check_append(k_new, v_new);
   const int64_t d = shape_.head_dim;
@@ -243,13 +183,6 @@ void Int8KvCache::append(const Tensor<float>& k_new, const Tensor<float>& v_new)
       store_token(b, g, lengths_[size_t(b)], k_new.data() + row, v_new.data() + row);
     }
   commit_append();
-}
-
-void Int8KvCache::commit_append() {
-  for (int32_t& length : lengths_) {
-    if (length >= shape_.max_seq_len) throw std::logic_error("Int8KvCache::commit_append: a sequence is full");
-    ++length;
-  }
 }
 
 float Int8KvCache::key_step(int64_t sequence, int64_t kv_head, int64_t token, int64_t c) const {

@@ -34,6 +34,7 @@
 
 #include "common/tensor.h"
 #include "kernels/decode/kv_cache.h"
+#include "kernels/quant/quantized_kv_cache.h"
 
 namespace inferlab {
 
@@ -72,28 +73,20 @@ inline float dequantize_int8(int8_t q, float scale) {
   return scale * float(q);
 }
 
-/// A contiguous INT8 KV cache (see the file comment).
-class Int8KvCache {
+/// A contiguous INT8 KV cache (see the file comment); lengths, capacity and input checks are
+/// QuantizedKvCache's. saturated_count() counts the values clamped to ±127: per-channel K values
+/// of tokens outside the range its scales were calibrated on, and values of a group whose fp16
+/// scale hit the fp16 maximum.
+class Int8KvCache : public QuantizedKvCache {
  public:
   /// An empty cache with scales stored as @p scale_dtype; throws std::invalid_argument naming
   /// a size that is not positive.
   Int8KvCache(const KvCacheShape& shape, KeyScaling key_scaling, ScaleDtype scale_dtype = ScaleDtype::fp32);
 
-  /// The sizes.
-  const KvCacheShape& shape() const { return shape_; }
   /// The granularity of K's scales.
   KeyScaling key_scaling() const { return key_scaling_; }
   /// How the scales are stored.
   ScaleDtype scale_dtype() const { return scale_dtype_; }
-  /// Tokens cached for every sequence.
-  const std::vector<int32_t>& lengths() const { return lengths_; }
-  /// Tokens cached for @p sequence.
-  int64_t length(int64_t sequence) const;
-  /// The longest length in the batch.
-  int64_t max_length() const;
-  /// Values clamped to ±127 so far: per-channel K values of tokens outside the range its scales
-  /// were calibrated on, and values of a group whose fp16 scale hit the fp16 maximum.
-  int64_t saturated_count() const { return saturated_; }
   /// Bytes of K, V and all scales.
   size_t bytes() const;
   /// Bytes of all scales alone (K's and V's).
@@ -108,15 +101,9 @@ class Int8KvCache {
   /// per-channel K scales are set from it. Throws std::invalid_argument on a shape error, a
   /// prompt longer than max_seq_len, or a non-finite value (naming sequence and KV head).
   void prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v);
-  /// Checks shapes ([batch, num_kv_heads, head_dim]), capacity and finiteness of one token per
-  /// sequence; throws std::invalid_argument naming the full sequence or the (sequence, KV head)
-  /// whose k_new or v_new holds a NaN/Inf. Every append version calls it before writing.
-  void check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const;
   /// The CPU quantize-on-append ("cpu/append_int8"): check_append(), quantize each sequence's
-  /// token into slot lengths[b], commit_append().
+  /// token into slot lengths[b], commit_append() (a device append commits after writing).
   void append(const Tensor<float>& k_new, const Tensor<float>& v_new);
-  /// Increments every length (after a device append wrote the slots).
-  void commit_append();
   /// Adds @p count to saturated_count() (a device append reports its clamps).
   void add_saturated(int64_t count) { saturated_ += count; }
 
@@ -154,7 +141,6 @@ class Int8KvCache {
   const std::vector<uint16_t>& v_scales_fp16() const { return v_scales_fp16_; }  ///< V's fp16 scales
 
  private:
-  void check_sequence(int64_t sequence) const;
   void poison_unused();
   // Scale i of K or V as a float, whatever the storage.
   float k_scale_at(int64_t i) const;
@@ -168,14 +154,11 @@ class Int8KvCache {
   // Quantizes one token (k_row, v_row: head_dim floats) into slot @p token of (sequence, g).
   void store_token(int64_t sequence, int64_t g, int64_t token, const float* k_row, const float* v_row);
 
-  KvCacheShape shape_;
   KeyScaling key_scaling_;
   ScaleDtype scale_dtype_;
-  std::vector<int32_t> lengths_;
   std::vector<int8_t> k_, v_;
   std::vector<float> k_scales_, v_scales_;
   std::vector<uint16_t> k_scales_fp16_, v_scales_fp16_;
-  int64_t saturated_ = 0;
 };
 
 /// An INT8 cache holding @p k and @p v (full caches [batch, num_kv_heads, max_seq_len, head_dim],

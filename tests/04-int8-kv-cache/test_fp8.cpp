@@ -22,22 +22,15 @@
 #include "tests/support/fp8_check.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
+#include "tests/support/test_backend.h"
 
 namespace inferlab {
 namespace {
 
 using testing::Int8Case;
 
-#if defined(INFERLAB_TEST_BACKEND_SIM)
-constexpr Backend kBackend = Backend::sim;
-constexpr int64_t kMaxLength = 65;  // the emulator runs small grids
-#define INFERLAB_SKIP_WITHOUT_BACKEND()
-#elif defined(INFERLAB_TEST_BACKEND_CUDA)
-constexpr Backend kBackend = Backend::cuda;
-constexpr int64_t kMaxLength = 129;
-#define INFERLAB_SKIP_WITHOUT_BACKEND() \
-  if (!backend_available(Backend::cuda)) GTEST_SKIP() << backend_unavailable_reason(Backend::cuda)
-#endif
+constexpr Backend kBackend = testing::kTestBackend;  // tests/support/test_backend.h
+constexpr int64_t kMaxLength = testing::kTestMaxLength;
 
 #if !defined(INFERLAB_TEST_BACKEND_SIM) && !defined(INFERLAB_TEST_BACKEND_CUDA)
 // ---- the format ----
@@ -149,22 +142,7 @@ TEST(Fp8KvCache, AllZeroRowHasScaleZeroAndDecodesToZero) {
 #if defined(INFERLAB_TEST_BACKEND_SIM) || defined(INFERLAB_TEST_BACKEND_CUDA)
 // ---- decode: exact over its own dequantized cache, within the derived bound of the fp32 decode ----
 
-struct Fp8VersionCase {
-  const Fp8DecodeVersion* version;
-  Int8Case shape;
-};
-
-std::vector<Fp8VersionCase> version_cases() {
-  std::vector<Fp8VersionCase> cases;
-  for (const Fp8DecodeVersion& version : fp8_decode_versions())
-    if (version.backend == kBackend)
-      for (const Int8Case& c : testing::fp8_decode_cases(kMaxLength)) cases.push_back({&version, c});
-  return cases;
-}
-
-void PrintTo(const Fp8VersionCase& c, std::ostream* out) {
-  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
-}
+using Fp8VersionCase = testing::QuantizedVersionCase<Fp8DecodeVersion>;
 
 class Fp8Decode : public ::testing::TestWithParam<Fp8VersionCase> {};
 
@@ -178,13 +156,10 @@ TEST_P(Fp8Decode, WithinTheBoundDerivedFromTheE4M3Step) {
             << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ch04, Fp8Decode, ::testing::ValuesIn(version_cases()),
-                         [](const ::testing::TestParamInfo<Fp8VersionCase>& info) {
-                           std::string name = info.param.version->name + "_" + info.param.shape.name();
-                           for (char& ch : name)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Ch04, Fp8Decode,
+                         ::testing::ValuesIn(testing::quantized_version_cases(fp8_decode_versions(), kBackend,
+                                                                              testing::fp8_decode_cases(kMaxLength))),
+                         testing::quantized_version_case_name<Fp8DecodeVersion>);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8Decode);
 
 // The figures the lesson quotes, on chapter 04's data: K with 4 of 128 channels ×20 (and, for

@@ -11,26 +11,15 @@
 #include "tests/support/int8_check.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
+#include "tests/support/test_backend.h"
 
 namespace inferlab {
 namespace {
 
 using testing::Int8Case;
 
-#if defined(INFERLAB_TEST_BACKEND_SIM)
-constexpr Backend kBackend = Backend::sim;
-constexpr int64_t kMaxLength = 65;  // the emulator runs small grids
-#define INFERLAB_SKIP_WITHOUT_BACKEND()
-#elif defined(INFERLAB_TEST_BACKEND_CUDA)
-constexpr Backend kBackend = Backend::cuda;
-constexpr int64_t kMaxLength = 129;
-#define INFERLAB_SKIP_WITHOUT_BACKEND() \
-  if (!backend_available(Backend::cuda)) GTEST_SKIP() << backend_unavailable_reason(Backend::cuda)
-#else
-constexpr Backend kBackend = Backend::cpu;
-constexpr int64_t kMaxLength = 129;
-#define INFERLAB_SKIP_WITHOUT_BACKEND()
-#endif
+constexpr Backend kBackend = testing::kTestBackend;  // tests/support/test_backend.h
+constexpr int64_t kMaxLength = testing::kTestMaxLength;
 
 const Int8AppendFn& append_fn() {
   return int8_append_version_for(kBackend).run;
@@ -129,22 +118,7 @@ TEST(Int8Append, SameBytesAsTheCpuAppend) {
 
 // ---- decode: within the derived bound of the fp32 decode; exact over its own dequantized cache ----
 
-struct Int8VersionCase {
-  const Int8DecodeVersion* version;
-  Int8Case shape;
-};
-
-std::vector<Int8VersionCase> version_cases() {
-  std::vector<Int8VersionCase> cases;
-  for (const Int8DecodeVersion& version : int8_decode_versions())
-    if (version.backend == kBackend)
-      for (const Int8Case& c : testing::int8_decode_cases(kMaxLength)) cases.push_back({&version, c});
-  return cases;
-}
-
-void PrintTo(const Int8VersionCase& c, std::ostream* out) {
-  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
-}
+using Int8VersionCase = testing::QuantizedVersionCase<Int8DecodeVersion>;
 
 class Int8Decode : public ::testing::TestWithParam<Int8VersionCase> {};
 
@@ -157,13 +131,10 @@ TEST_P(Int8Decode, WithinTheBoundDerivedFromTheQuantizationStep) {
             << errors.max_abs << " (bound " << errors.bound << "), softmax KL " << errors.max_kl << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ch04, Int8Decode, ::testing::ValuesIn(version_cases()),
-                         [](const ::testing::TestParamInfo<Int8VersionCase>& info) {
-                           std::string name = info.param.version->name + "_" + info.param.shape.name();
-                           for (char& ch : name)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Ch04, Int8Decode,
+                         ::testing::ValuesIn(testing::quantized_version_cases(int8_decode_versions(), kBackend,
+                                                                              testing::int8_decode_cases(kMaxLength))),
+                         testing::quantized_version_case_name<Int8DecodeVersion>);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Int8Decode);
 
 // Per-channel K scales beat per-token ones on keys with outlier channels (the KIVI observation).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/tolerance.h"
+#include "tests/support/quantized_replay.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab::testing {
@@ -32,27 +33,6 @@ int nearest_code(float x, const std::vector<double>& values) {
     if (d < d_best || (d == d_best && code % 2 == 0)) best = code;
   }
   return sign | best;
-}
-
-// KL(p ‖ p̂) of softmax(s) and softmax(ŝ).
-double softmax_kl(const std::vector<double>& s, const std::vector<double>& s_hat) {
-  const double m = *std::max_element(s.begin(), s.end()), m_hat = *std::max_element(s_hat.begin(), s_hat.end());
-  double z = 0.0, z_hat = 0.0, kl = 0.0;
-  for (size_t j = 0; j < s.size(); ++j) z += std::exp(s[j] - m), z_hat += std::exp(s_hat[j] - m_hat);
-  for (size_t j = 0; j < s.size(); ++j) {
-    const double p = std::exp(s[j] - m) / z, p_hat = std::exp(s_hat[j] - m_hat) / z_hat;
-    if (p > 0.0) kl += p * std::log(p / p_hat);
-  }
-  return kl;
-}
-
-// @p rows rows of K (outlier channels as in chapter 04's INT8 data) and V.
-void fill_kv(Rng& rng, const Int8Case& c, float* k, float* v, int64_t rows) {
-  for (int64_t i = 0; i < rows * c.head_dim; ++i) {
-    const bool outlier = i % c.head_dim < c.outlier_channels;
-    k[i] = outlier ? c.outlier_magnitude * (1.0f + 0.5f * rng.normal()) : rng.normal();
-    v[i] = rng.normal();
-  }
 }
 
 }  // namespace
@@ -147,35 +127,13 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
 ::testing::AssertionResult fp8_decode_within_budget(const Fp8DecodeFn& decode, const Int8Case& c, Int8Errors* errors) {
   SeededRng rng;
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
-  const int64_t max_seq_len = *std::max_element(c.lengths.begin(), c.lengths.end()) + 2;
-  const KvCacheShape shape{B, G, max_seq_len, d};
-  Fp8KvCache fp8_cache(shape);
-  KvCache fp32_cache(shape, KvDtype::fp32);
-  // Each sequence's whole K and V, [G][length][d]; the prompt is length − steps tokens.
-  std::vector<Tensor<float>> k_all, v_all;
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t L = c.lengths[size_t(b)], prompt = L - c.steps;
-    k_all.emplace_back(Shape{G, L, d});
-    v_all.emplace_back(Shape{G, L, d});
-    fill_kv(rng, c, k_all.back().data(), v_all.back().data(), G * L);
-    Tensor<float> k_p({G, prompt, d}), v_p({G, prompt, d});
-    for (int64_t g = 0; g < G; ++g) {
-      std::copy_n(k_all.back().data() + g * L * d, prompt * d, k_p.data() + g * prompt * d);
-      std::copy_n(v_all.back().data() + g * L * d, prompt * d, v_p.data() + g * prompt * d);
-    }
-    fp8_cache.prefill(b, k_p, v_p);
-    fp32_cache.prefill(b, k_p, v_p);
-  }
+  const ReplayKv data(rng, c);
+  Fp8KvCache fp8_cache(data.cache_shape());
+  KvCache fp32_cache(data.cache_shape(), KvDtype::fp32);
+  data.prefill(fp8_cache, fp32_cache);
   for (int64_t step = 1; step <= std::max<int64_t>(c.steps, 1); ++step) {
     if (c.steps > 0) {  // append token length − steps + step − 1 of every sequence
-      Tensor<float> k_new({B, G, d}), v_new({B, G, d});
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t L = c.lengths[size_t(b)], t = L - c.steps + step - 1;
-        for (int64_t g = 0; g < G; ++g) {
-          std::copy_n(k_all[size_t(b)].data() + (g * L + t) * d, d, k_new.data() + (b * G + g) * d);
-          std::copy_n(v_all[size_t(b)].data() + (g * L + t) * d, d, v_new.data() + (b * G + g) * d);
-        }
-      }
+      const auto [k_new, v_new] = data.token(step);
       fp8_cache.append(k_new, v_new);
       fp32_cache.append(k_new, v_new);
     }

@@ -9,24 +9,10 @@
 
 #include "common/half.h"
 #include "common/tolerance.h"
+#include "tests/support/quantized_replay.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab::testing {
-
-namespace {
-
-// K with a few outlier channels (large magnitude and a bias, as in real models' keys), V plain.
-void fill_kv(Rng& rng, const Int8Case& c, int64_t channels_offset, float* k, float* v, int64_t rows) {
-  const int64_t d = c.head_dim;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t ch = 0; ch < d; ++ch) {
-      const bool outlier = (ch + channels_offset) % d < c.outlier_channels;
-      k[r * d + ch] = outlier ? c.outlier_magnitude * (1.0f + 0.5f * rng.normal()) : rng.normal();
-      v[r * d + ch] = rng.normal();
-    }
-}
-
-}  // namespace
 
 std::string Int8Case::name() const {
   std::ostringstream out;
@@ -67,37 +53,14 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
                                                      const Int8Case& c, Int8Errors* errors) {
   SeededRng rng;
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
-  const int64_t max_seq_len = *std::max_element(c.lengths.begin(), c.lengths.end()) + 2;
-  const KvCacheShape shape{B, G, max_seq_len, d};
-  Int8KvCache int8_cache(shape, c.key_scaling, c.scale_dtype);
-  KvCache fp32_cache(shape, KvDtype::fp32);
-  // Each sequence's whole K and V, [G][length][d].
-  std::vector<std::vector<float>> k_all(static_cast<size_t>(B)), v_all(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t L = c.lengths[size_t(b)];
-    k_all[size_t(b)].resize(size_t(G * L * d));
-    v_all[size_t(b)].resize(size_t(G * L * d));
-    fill_kv(rng, c, 0, k_all[size_t(b)].data(), v_all[size_t(b)].data(), G * L);
-    const int64_t prompt = L - c.steps;
-    Tensor<float> k_p({G, prompt, d}), v_p({G, prompt, d});
-    for (int64_t g = 0; g < G; ++g) {
-      std::copy_n(k_all[size_t(b)].data() + g * L * d, prompt * d, k_p.data() + g * prompt * d);
-      std::copy_n(v_all[size_t(b)].data() + g * L * d, prompt * d, v_p.data() + g * prompt * d);
-    }
-    int8_cache.prefill(b, k_p, v_p);
-    fp32_cache.prefill(b, k_p, v_p);
-  }
+  const ReplayKv data(rng, c);
+  Int8KvCache int8_cache(data.cache_shape(), c.key_scaling, c.scale_dtype);
+  KvCache fp32_cache(data.cache_shape(), KvDtype::fp32);
+  data.prefill(int8_cache, fp32_cache);
   const DecodeVersion& ch03 = find_decode_version("cpu/decode_simd", Backend::cpu, KvDtype::fp32);
   for (int64_t step = 0; step <= c.steps; ++step) {
     if (step > 0) {  // append token (length − steps + step − 1) of every sequence
-      Tensor<float> k_new({B, G, d}), v_new({B, G, d});
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t L = c.lengths[size_t(b)], t = L - c.steps + step - 1;
-        for (int64_t g = 0; g < G; ++g) {
-          std::copy_n(k_all[size_t(b)].data() + (g * L + t) * d, d, k_new.data() + (b * G + g) * d);
-          std::copy_n(v_all[size_t(b)].data() + (g * L + t) * d, d, v_new.data() + (b * G + g) * d);
-        }
-      }
+      const auto [k_new, v_new] = data.token(step);
       append(int8_cache, k_new, v_new);
       fp32_cache.append(k_new, v_new);
     }
@@ -140,7 +103,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
         const float* q_row = q.data() + (b * H + h) * d;
         // The derived bound for this (sequence, head): E from the K elements' quantization errors
         // (half a step, or a saturated value's clamped excess), max|v|, and the largest V error.
-        double E = 0.0, max_v = 0.0, max_v_error = 0.0, kl = 0.0;
+        double E = 0.0, max_v = 0.0, max_v_error = 0.0;
         std::vector<double> s(static_cast<size_t>(L)), s_hat(static_cast<size_t>(L));
         for (int64_t j = 0; j < L; ++j) {
           double e_j = 0.0, dot = 0.0, dot_hat = 0.0;
@@ -157,17 +120,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
           s_hat[size_t(j)] = dot_hat / std::sqrt(double(d));
           max_logit = std::max(max_logit, std::fabs(s[size_t(j)]));
         }
-        // KL(p ‖ p̂) of the softmax weights.
-        const double m = *std::max_element(s.begin(), s.end()), m_hat = *std::max_element(s_hat.begin(), s_hat.end());
-        double z = 0.0, z_hat = 0.0;
-        for (int64_t j = 0; j < L; ++j) {
-          z += std::exp(s[size_t(j)] - m);
-          z_hat += std::exp(s_hat[size_t(j)] - m_hat);
-        }
-        for (int64_t j = 0; j < L; ++j) {
-          const double p = std::exp(s[size_t(j)] - m) / z, p_hat = std::exp(s_hat[size_t(j)] - m_hat) / z_hat;
-          if (p > 0.0) kl += p * std::log(p / p_hat);
-        }
+        const double kl = softmax_kl(s, s_hat);  // KL(p ‖ p̂) of the softmax weights
         e.max_kl = std::max(e.max_kl, kl);
         // int8_kv_output_bound takes the largest V step and adds half of it: pass twice the error.
         const double bound = int8_kv_output_bound(E, max_v, 2.0 * max_v_error, max_logit);
@@ -229,7 +182,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
   Int8KvCache cache({B, G, tokens + 1, d}, key_scaling, scale_dtype);
   for (int64_t t = 0; t < tokens; ++t) {
     Tensor<float> k_new({B, G, d}), v_new({B, G, d});
-    fill_kv(rng, c, t % 2, k_new.data(), v_new.data(), B * G);  // outliers move: per-channel must saturate
+    fill_outlier_kv(rng, c, t % 2, k_new.data(), v_new.data(), B * G);  // outliers move: per-channel must saturate
     append(cache, k_new, v_new);
     for (int64_t b = 0; b < B; ++b) {
       if (cache.length(b) != t + 1)

@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,41 @@ struct Int8Case {
   /// "b2_L9-33_steps2_h8_kv2_d80_per_token_out3" (+ "_fp16scales").
   std::string name() const;
 };
+
+/// One registered quantized-cache decode version (an Int8DecodeVersion or an Fp8DecodeVersion)
+/// on one test shape: the parameter of chapter 04's decode suites.
+template <class Version>
+struct QuantizedVersionCase {
+  const Version* version = nullptr;  ///< the version under test
+  Int8Case shape;                    ///< the shape it runs on
+};
+
+/// Every version of @p versions registered on @p backend, crossed with @p shapes.
+template <class Version>
+std::vector<QuantizedVersionCase<Version>> quantized_version_cases(const std::vector<Version>& versions,
+                                                                   Backend backend,
+                                                                   const std::vector<Int8Case>& shapes) {
+  std::vector<QuantizedVersionCase<Version>> cases;
+  for (const Version& version : versions)
+    if (version.backend == backend)
+      for (const Int8Case& shape : shapes) cases.push_back({&version, shape});
+  return cases;
+}
+
+/// Prints "cuda/decode_int8 (sim) b2_L9-33_steps2_…" in gtest messages.
+template <class Version>
+void PrintTo(const QuantizedVersionCase<Version>& c, std::ostream* out) {
+  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
+}
+
+/// "cuda_decode_int8_b2_L9_33_steps2_…": a gtest parameter name for @p info's case.
+template <class Version>
+std::string quantized_version_case_name(const ::testing::TestParamInfo<QuantizedVersionCase<Version>>& info) {
+  std::string name = info.param.version->name + "_" + info.param.shape.name();
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
 
 /// The measured error of one decode step against the unquantized attention.
 struct Int8Errors {

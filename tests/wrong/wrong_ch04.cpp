@@ -11,36 +11,21 @@
 #include <vector>
 
 #include "tests/support/int8_check.h"
+#include "tests/support/scalar_decode.h"
 
 namespace inferlab {
 namespace {
 
 // A scalar INT8 decode; with @p wrong_token_scale each V row j uses the scale of row (j+1) mod L.
 void scalar_decode_int8(const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out, bool wrong_token_scale) {
-  const DecodeShape s = decode_shape(q, cache);
-  const int64_t d = s.head_dim;
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.num_heads; ++h) {
-      const int64_t g = h / s.group_size(), L = cache.length(b);
-      std::vector<float> p(static_cast<size_t>(L));
-      float max_score = -INFINITY, sum = 0.0f;
-      for (int64_t j = 0; j < L; ++j) {
-        float dot = 0.0f;
-        for (int64_t c = 0; c < d; ++c) dot += q[(b * s.num_heads + h) * d + c] * cache.key(b, g, j, c);
-        p[size_t(j)] = dot / std::sqrt(float(d));
-        max_score = std::max(max_score, p[size_t(j)]);
-      }
-      for (float& x : p) sum += (x = std::exp(x - max_score));
-      for (int64_t c = 0; c < d; ++c) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < L; ++j) {
-          const int64_t scale_token = wrong_token_scale ? (j + 1) % L : j;
-          const int8_t byte = cache.v_int8()[size_t(cache.shape().offset(b, g, j) + c)];
-          acc += p[size_t(j)] * dequantize_int8(byte, cache.value_step(b, g, scale_token));
-        }
-        out[(b * s.num_heads + h) * d + c] = acc / sum;
-      }
-    }
+  const auto value = [&](int64_t b, int64_t g, int64_t j, int64_t c) {
+    const int64_t L = cache.length(b), scale_token = wrong_token_scale ? (j + 1) % L : j;
+    const int8_t byte = cache.v_int8()[size_t(cache.shape().offset(b, g, j) + c)];
+    return dequantize_int8(byte, cache.value_step(b, g, scale_token));
+  };
+  testing::scalar_decode(
+      q, decode_shape(q, cache), cache.lengths(),
+      [&](int64_t b, int64_t g, int64_t j, int64_t c) { return cache.key(b, g, j, c); }, value, out);
 }
 
 Int8DecodeFn decode_with(bool wrong_token_scale) {

@@ -12,6 +12,7 @@
 
 #include "kernels/quant/fp8_e4m3.h"
 #include "tests/support/fp8_check.h"
+#include "tests/support/scalar_decode.h"
 
 namespace inferlab {
 namespace {
@@ -38,32 +39,19 @@ float quantize_row(std::span<const float> row, std::span<uint8_t> codes, float r
 
 // A scalar FP8 decode; with @p wrong_bias the codes are read with exponent bias 8.
 void scalar_decode_fp8(const Tensor<float>& q, const Fp8KvCache& cache, Tensor<float>& out, bool wrong_bias) {
-  const DecodeShape s = decode_shape(q, cache);
-  const int64_t d = s.head_dim;
   const auto element = [&](const std::vector<uint8_t>& codes, float scale, int64_t b, int64_t g, int64_t j, int64_t c) {
     const float x = fp8_e4m3_to_float(codes[size_t(cache.shape().offset(b, g, j) + c)]);
     return scale * (wrong_bias ? 0.5f * x : x);
   };
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.num_heads; ++h) {
-      const int64_t g = h / s.group_size(), L = cache.length(b);
-      std::vector<float> p(static_cast<size_t>(L));
-      float max_score = -INFINITY, sum = 0.0f;
-      for (int64_t j = 0; j < L; ++j) {
-        float dot = 0.0f;
-        for (int64_t c = 0; c < d; ++c)
-          dot += q[(b * s.num_heads + h) * d + c] * element(cache.k_fp8(), cache.key_scale(b, g, j), b, g, j, c);
-        p[size_t(j)] = dot / std::sqrt(float(d));
-        max_score = std::max(max_score, p[size_t(j)]);
-      }
-      for (float& x : p) sum += (x = std::exp(x - max_score));
-      for (int64_t c = 0; c < d; ++c) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < L; ++j)
-          acc += p[size_t(j)] * element(cache.v_fp8(), cache.value_scale(b, g, j), b, g, j, c);
-        out[(b * s.num_heads + h) * d + c] = acc / sum;
-      }
-    }
+  testing::scalar_decode(
+      q, decode_shape(q, cache), cache.lengths(),
+      [&](int64_t b, int64_t g, int64_t j, int64_t c) {
+        return element(cache.k_fp8(), cache.key_scale(b, g, j), b, g, j, c);
+      },
+      [&](int64_t b, int64_t g, int64_t j, int64_t c) {
+        return element(cache.v_fp8(), cache.value_scale(b, g, j), b, g, j, c);
+      },
+      out);
 }
 
 Fp8DecodeFn decode_with(bool wrong_bias) {

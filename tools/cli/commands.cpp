@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <iostream>
 #include <stdexcept>
+#include <string_view>
 
 #include "chapters/tour.h"
 #include "common/npy.h"
@@ -66,6 +67,7 @@ int tour(const std::vector<std::string>& argv) {
   tour_chapter02(std::cout, roofline, options);
   tour_chapter03(std::cout, roofline, options);
   tour_chapter04(std::cout, roofline, options);
+  tour_chapter05(std::cout, roofline, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }
@@ -111,33 +113,31 @@ int attention(const std::vector<std::string>& argv) {
 
 int versions(const std::vector<std::string>& argv) {
   Args(argv, {}).check_known({});
-  std::cout << "Prefill attention versions:\n";
-  for (const AttentionVersion& v : attention_versions()) {
-    std::cout << "  " << std::left << std::setw(18) << v.name << std::setw(6) << to_string(v.backend) << "ch"
-              << std::setfill('0') << std::setw(2) << std::right << v.chapter << std::setfill(' ') << "  "
-              << to_string(v.precision) << "  " << v.summary
-              << (backend_available(v.backend) ? "" : "  [unavailable: " + backend_unavailable_reason(v.backend) + "]")
-              << "\n";
-  }
-  std::cout << "Decode attention versions (chapter 03; one entry per KV-cache dtype):\n";
-  for (const DecodeVersion& v : decode_versions()) {
-    std::cout << "  " << std::left << std::setw(18) << v.name << std::setw(6) << to_string(v.backend) << "ch"
-              << std::setfill('0') << std::setw(2) << std::right << v.chapter << std::setfill(' ') << "  "
-              << to_string(v.cache_dtype) << "  " << v.summary
-              << (backend_available(v.backend) ? "" : "  [unavailable: " + backend_unavailable_reason(v.backend) + "]")
-              << "\n";
-  }
-  const auto row = [](const std::string& name, Backend backend, int chapter, const char* cache, const std::string& summary) {
+  // One line per version: name, backend, the chapter that teaches it, what it computes in or on.
+  const auto row = [](const std::string& name, Backend backend, int chapter, std::string_view what,
+                      const std::string& summary) {
     std::cout << "  " << std::left << std::setw(22) << name << std::setw(6) << to_string(backend) << "ch"
-              << std::setfill('0') << std::setw(2) << std::right << chapter << std::setfill(' ') << "  " << cache
-              << "  " << summary
+              << std::setfill('0') << std::setw(2) << std::right << chapter << std::setfill(' ') << "  " << what << "  "
+              << summary
               << (backend_available(backend) ? "" : "  [unavailable: " + backend_unavailable_reason(backend) + "]")
               << "\n";
   };
-  std::cout << "Quantized-cache decode versions (chapter 04; `inferlab decode --cache int8|int8-channel|fp8`):\n";
+  std::cout << "Prefill attention versions:\n";
+  for (const AttentionVersion& v : attention_versions())
+    row(v.name, v.backend, v.chapter, to_string(v.precision), v.summary);
+  int chapter = 0;  // the decode registry is in chapter order: a heading per chapter
+  for (const DecodeVersion& v : decode_versions()) {
+    if (v.chapter != chapter) {
+      chapter = v.chapter;
+      std::cout << "Decode attention versions of chapter " << std::setfill('0') << std::setw(2) << chapter
+                << std::setfill(' ') << " (one entry per KV-cache dtype):\n";
+    }
+    row(v.name, v.backend, v.chapter, to_string(v.cache_dtype), v.summary);
+  }
+  std::cout << "Quantized-cache decode versions (`inferlab decode --cache int8|int8-channel|fp8`):\n";
   for (const Int8DecodeVersion& v : int8_decode_versions()) row(v.name, v.backend, v.chapter, "int8", v.summary);
   for (const Fp8DecodeVersion& v : fp8_decode_versions()) row(v.name, v.backend, v.chapter, "fp8 ", v.summary);
-  std::cout << "Quantize-on-append versions (chapter 04):\n";
+  std::cout << "Quantize-on-append versions:\n";
   for (const Int8AppendVersion& v : int8_append_versions()) row(v.name, v.backend, v.chapter, "int8", v.summary);
   return 0;
 }

@@ -1,0 +1,58 @@
+#pragma once
+/// @file quantized_replay.h
+/// The data the chapter-04 decode checks (int8_check.h, fp8_check.h) replay generation with: K
+/// with a few outlier channels (large magnitude and a bias, as real models' keys have) and plain
+/// V, drawn once per sequence and cut into the prompt and the tokens appended one at a time —
+/// and the KL divergence of two softmax distributions, the checks' measure of how far the
+/// quantized scores move the attention weights.
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common/rng.h"
+#include "common/tensor.h"
+#include "kernels/decode/kv_cache.h"
+#include "tests/support/int8_check.h"
+
+namespace inferlab::testing {
+
+/// Fills @p rows rows of head_dim floats at @p k and @p v: K channel ch is an outlier when
+/// (ch + @p channels_offset) mod head_dim < c.outlier_channels (c.outlier_magnitude · (1 + N/2)),
+/// else N(0, 1); V is N(0, 1). A nonzero offset moves the outliers to other channels.
+void fill_outlier_kv(Rng& rng, const Int8Case& c, int64_t channels_offset, float* k, float* v, int64_t rows);
+
+/// Each sequence's whole K and V for a replay of @p c, [num_kv_heads][length][head_dim] per
+/// sequence (fill_outlier_kv), and the pieces the replay feeds the caches.
+class ReplayKv {
+ public:
+  /// Draws every sequence's K and V from @p rng, sequence by sequence.
+  ReplayKv(Rng& rng, const Int8Case& c);
+  /// The sizes of the caches the replay fills: max_seq_len = the longest length + 2, so every
+  /// sequence has poisoned slots past its end.
+  KvCacheShape cache_shape() const;
+  /// The prompt of @p sequence: its first length − steps tokens, K and V
+  /// [num_kv_heads, length − steps, head_dim] (what a cache's prefill takes).
+  std::pair<Tensor<float>, Tensor<float>> prompt(int64_t sequence) const;
+  /// Prefills every sequence's prompt into each of @p caches (any cache with prefill(b, k, v)).
+  template <class... Caches>
+  void prefill(Caches&... caches) const {
+    for (int64_t b = 0; b < int64_t(lengths_.size()); ++b) {
+      const auto [k, v] = prompt(b);
+      (caches.prefill(b, k, v), ...);
+    }
+  }
+  /// Token length − steps + step − 1 of every sequence (@p step = 1 … steps): k_new and v_new
+  /// [batch, num_kv_heads, head_dim] (what an append takes).
+  std::pair<Tensor<float>, Tensor<float>> token(int64_t step) const;
+
+ private:
+  std::vector<int64_t> lengths_;
+  int64_t steps_, num_kv_heads_, head_dim_;
+  std::vector<Tensor<float>> k_, v_;
+};
+
+/// KL(p ‖ p̂) of p = softmax(@p s) and p̂ = softmax(@p s_hat) (max subtracted), in double.
+double softmax_kl(const std::vector<double>& s, const std::vector<double>& s_hat);
+
+}  // namespace inferlab::testing
