@@ -1,10 +1,14 @@
 #pragma once
-// Given host plumbing of the chapter-03 exercises (nothing to write here): the per-sequence
-// lengths on the device. The float buffers (DeviceTensor), check_cuda and blocks_for are
+// Given host plumbing of the chapter-03 and -04 exercises (nothing to write here): the
+// per-sequence lengths checked (checked_max_length) and copied to the device. The float buffers (DeviceTensor), check_cuda and blocks_for are
 // chapter 02's, from 02-gpu-prefill/device_tensor.cuh. Compiled for sim and cuda like the .cu
 // files that include it, so everything lives in namespace inferlab::INFERLAB_BACKEND_NS::student.
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "common/check.h"
 
 #include "02-gpu-prefill/device_tensor.cuh"
 
@@ -35,5 +39,21 @@ class DeviceLengths {
   int* data_ = nullptr;
   size_t count_ = 0;
 };
+
+// Checks a decode step's lengths — one per sequence (@p batch of them), each in [1, @p max_seq_len]
+// — and returns the longest; throws std::invalid_argument naming the bad one otherwise.
+inline int64_t checked_max_length(const std::vector<int32_t>& lengths, int64_t batch, int64_t max_seq_len) {
+  require(int64_t(lengths.size()) == batch, "lengths.size()", lengths.size(),
+          "must equal batch = " + std::to_string(batch));
+  int64_t max_length = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    require(lengths[size_t(b)] >= 1 && lengths[size_t(b)] <= max_seq_len, "lengths[" + std::to_string(b) + "]",
+            lengths[size_t(b)],
+            "must be in [1, max_seq_len = " + std::to_string(max_seq_len) +
+                "] (append the new token's K and V before decoding it)");
+    max_length = std::max<int64_t>(max_length, lengths[size_t(b)]);
+  }
+  return max_length;
+}
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS::student

@@ -113,16 +113,7 @@ void decode_attention(const Tensor<float>& q, const Tensor<float>& k_cache, cons
   check_shape(v_cache, k_cache.shape(), "v_cache");
   require(num_heads % num_kv_heads == 0, "num_heads", num_heads,
           "must be a multiple of num_kv_heads = " + std::to_string(num_kv_heads));
-  require(int64_t(lengths.size()) == batch, "lengths.size()", lengths.size(),
-          "must equal batch = " + std::to_string(batch));
-  int64_t max_length = 0;
-  for (int64_t b = 0; b < batch; ++b) {
-    require(lengths[size_t(b)] >= 1 && lengths[size_t(b)] <= max_seq_len, "lengths[" + std::to_string(b) + "]",
-            lengths[size_t(b)],
-            "must be in [1, max_seq_len = " + std::to_string(max_seq_len) +
-                "] (append the new token's K and V before decoding it)");
-    max_length = std::max<int64_t>(max_length, lengths[size_t(b)]);
-  }
+  const int64_t max_length = checked_max_length(lengths, batch, max_seq_len);
   require(head_dim + max_length <= kMaxSharedFloats, "head_dim + max(lengths)", head_dim + max_length,
           "must be ≤ " + std::to_string(kMaxSharedFloats) + " (q and the scores live in 48 KiB of shared memory)");
   check_shape(out, q.shape(), "out");
