@@ -25,7 +25,7 @@ inline Int8KvCache random_full_int8_cache(const KvCacheShape& shape, KeyScaling 
   constexpr float kTypicalStep = 3.2f / 127.0f;
   std::vector<int8_t> block(size_t(1) << 20);
   for (int8_t& byte : block) byte = quantize_int8(rng.normal(), kTypicalStep);
-  const auto repeat = [&](std::vector<int8_t>& to, size_t start) {
+  const auto repeat = [&](HugePageBuffer<int8_t>& to, size_t start) {
     for (size_t i = 0; i < to.size(); i += block.size() - start, start = 0)
       std::copy_n(block.begin() + std::ptrdiff_t(start), std::min(block.size() - start, to.size() - i),
                   to.begin() + std::ptrdiff_t(i));

@@ -7,11 +7,13 @@
 // query heads together so every int8 row is read once per step, 4 keys per step (4 independent
 // FMA chains). Rows are widened in the loop: 16 (AVX-512) or 8 (AVX2) int8 → int32 → float per
 // load. The scales never touch the inner loop:
-//   per-token K:   s_j = k_scale_j · (q · k̂_int8_j) — one multiply per score;
+//   per-token K:   s_j = k_scale_j · (q · k̂_int8_j) — one multiply per score, vectorised over
+//                  the row of scores after the K pass;
 //   per-channel K: q'_c = q_c · k_scale_c — folded into the query once per (sequence, head);
-//   V:             acc += (p_j · v_scale_j) · v̂_int8_j — folded into the probability.
+//   V:             acc += (p_j · v_scale_j) · v̂_int8_j — folded into the probabilities (after
+//                  their sum is taken), vectorised, before the V pass.
 // Both passes prefetch 16 rows ahead (as cpu/decode_simd does, further: an int8 row is a quarter
-// of an fp32 one). fp16 scales are converted one per row (F16C). Rows whose head_dim is not a
+// of an fp32 one). fp16 scales are converted a vector at a time (F16C). Rows whose head_dim is not a
 // whole number of vectors are widened into a float tile first.
 //
 // The two passes are cpu/decode_simd's own (attend_keys() and decode_groups() in
@@ -37,16 +39,28 @@ inline float scale_at(const uint16_t* scales, int64_t i) {
 #endif
 }
 
+// x[i] *= scales[i] for i < n: kLanes at a time (fp16 scales converted 16 or 8 per instruction
+// by load_floats), the tail one by one.
+template <class S>
+void multiply_by_scales(float* x, const S* scales, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) simd::store(x + i, simd::mul(simd::load(x + i), load_floats(scales + i)));
+  for (; i < n; ++i) x[i] *= scale_at(scales, i);
+}
+
 // The scales of one (sequence, KV head), stored as S (float or fp16 bits), as attend_keys()
-// folds them: per-channel K into the query, per-token K into the score, V into the probability.
+// folds them: per-channel K into the query, per-token K into the scores, V into the
+// probabilities (whole rows, vectorised, between the two streaming passes).
 template <class S>
 struct Int8Scales {
   const S* k_row = nullptr;  // K's scales: per token [max_seq_len] or per channel [head_dim]
   const S* v_row = nullptr;  // V's scales, per token
   bool per_channel = false;
   float query_factor(int64_t c) const { return per_channel ? scale_at(k_row, c) : 1.0f; }
-  float score(int64_t j, float dot) const { return per_channel ? dot : dot * scale_at(k_row, j); }
-  float value_weight(int64_t j, float p) const { return p * scale_at(v_row, j); }
+  void scale_scores(int64_t j0, float* s, int64_t n) const {
+    if (!per_channel) multiply_by_scales(s, k_row + j0, n);
+  }
+  void weight_probabilities(int64_t j0, float* p, int64_t n) const { multiply_by_scales(p, v_row + j0, n); }
 };
 
 // The kernel for scales stored as S: see the file comment.

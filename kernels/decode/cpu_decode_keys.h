@@ -8,6 +8,7 @@
 // cpu/decode_split over one split. See cpu_decode_simd.cpp for why each step is shaped this way
 // and what it measured.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -66,9 +67,20 @@ inline float element_to_float(int8_t x) {
 }
 
 // Asks for the lines of @p bytes bytes at @p p (contiguous rows) to be brought into the caches.
+// On x86-64 each request is an asm volatile prefetcht0, which the optimiser must keep: g++ 12
+// silently deleted a loop of __builtin_prefetch calls once it was inlined through an
+// always_inline caller (the INT8 passes lost every prefetch and ran 1.5x slower; checked with
+// objdump).
 inline void prefetch(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
-  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 3);
+#pragma GCC unroll 8
+  for (int64_t i = 0; i < bytes; i += 64) {
+#if defined(__x86_64__)
+    asm volatile("prefetcht0 %0" : : "m"(c[i]));
+#else
+    __builtin_prefetch(c + i, 0, 3);
+#endif
+  }
 }
 
 // The four horizontal sums of a0 … a3 at once, into out[0 … 3]: add the halves of all four
@@ -99,8 +111,12 @@ inline void reduce_add4(Vec a0, Vec a1, Vec a2, Vec a3, float* out) {
 
 // Pass 1 for kKeys keys: scores[i] = q · row_i for i < kKeys, over d_pad elements (whole
 // vectors). Four accumulators, one per key: four independent FMA chains instead of one.
-template <class T>
-void dot_keys(const float* q, const T* const row[kKeys], int64_t d_pad, float* scores) {
+// d_pad (here and in accumulate_keys) is an int64_t or a compile-time std::integral_constant
+// (attend_keys' common head dims), with which the compiler unrolls the whole row. Both are
+// always inlined: called out of line, the int8 K pass measured 1.6x slower (45 vs 29 ms for a
+// 0.8 GB K stream on the 2-core VM).
+template <class T, class Dim>
+[[gnu::always_inline]] inline void dot_keys(const float* q, const T* const row[kKeys], Dim d_pad, float* scores) {
   Vec acc0 = simd::broadcast(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   for (int64_t c = 0; c < d_pad; c += kLanes) {
     const Vec qc = simd::load(q + c);
@@ -114,8 +130,8 @@ void dot_keys(const float* q, const T* const row[kKeys], int64_t d_pad, float* s
 
 // Pass 2 for kKeys rows: a[c] += Σ_i p[i] · row_i[c] over d_pad elements (whole vectors), one
 // load and store of each accumulator vector per kKeys rows.
-template <class T>
-void accumulate_keys(const float p[kKeys], const T* const row[kKeys], int64_t d_pad, float* a) {
+template <class T, class Dim>
+[[gnu::always_inline]] inline void accumulate_keys(const float p[kKeys], const T* const row[kKeys], Dim d_pad, float* a) {
   const Vec p0 = simd::broadcast(p[0]), p1 = simd::broadcast(p[1]), p2 = simd::broadcast(p[2]),
             p3 = simd::broadcast(p[3]);
   for (int64_t c = 0; c < d_pad; c += kLanes) {
@@ -132,9 +148,9 @@ void accumulate_keys(const float p[kKeys], const T* const row[kKeys], int64_t d_
 // of fp16 rows, 2 KiB of fp32). Measured on chapter 03's 8× LLC point: 4 keys ahead was best;
 // 8, 16, 32 were 5–40% slower (the early lines probably crowd L1 and compete with the hardware
 // prefetcher, already streaming into L2). int8: 16 rows, 2 KiB at head_dim 128 — the bytes the
-// fp32 rows are prefetched ahead. Measured at L = 32768 × batch 4 (264 MiB) on the shared 2-core
-// VM, CPU time per call (the wall clock was too noisy to rank them): no prefetch 21.3–21.6 ms,
-// 4 keys 19.6, 8 keys 18.9, 16 keys 15.8–20.1, 32 keys 24.5.
+// fp32 rows are prefetched ahead. Measured side by side on the idle 2-core VM, one INT8 step
+// over a 1.6 GB cache (the two passes alone, group 1, head_dim 128): no prefetch 90.8 ms,
+// 16 rows 51.7 ms, 32 rows 64.9, 64 rows 63.6; t1/t2 hints at 32–128 rows 64.5–65.9, nta 81.3.
 template <class T>
 constexpr int64_t kPrefetchKeys = sizeof(T) == 1 ? 4 * kKeys : kKeys;
 
@@ -146,6 +162,86 @@ void row_to_floats(const T* src, int64_t d, int64_t d_pad, float* dst) {
   for (; c + kLanes <= d; c += kLanes) simd::store(dst + c, load_floats(src + c));
   for (; c < d; ++c) dst[c] = element_to_float(src[c]);
   std::fill(dst + d, dst + d_pad, 0.0f);
+}
+
+// The kKeys rows j … j+kKeys−1 of the rows at @p X (@p row_len elements apart), each clamped to
+// at most @p last when kClamp (the partial last step repeats the last row; its results are
+// dropped): pointers into the cache (kInPlace: whole vectors, row_len = d_pad) or to the rows
+// converted into the float @p tile (rows d_pad apart).
+template <bool kInPlace, bool kClamp, class T, class Dim>
+[[gnu::always_inline]] inline auto step_rows(const T* X, Dim row_len, int64_t j, int64_t last, int64_t d_pad,
+                                             float* tile) {
+  std::array<std::conditional_t<kInPlace, const T*, const float*>, kKeys> rows;
+  for (int64_t i = 0; i < kKeys; ++i) {
+    const T* src = X + (kClamp ? std::min(j + i, last) : j + i) * row_len;
+    if constexpr (kInPlace) {
+      rows[size_t(i)] = src;
+    } else {
+      row_to_floats(src, int64_t(row_len), d_pad, tile + i * d_pad);
+      rows[size_t(i)] = tile + i * d_pad;
+    }
+  }
+  return rows;
+}
+
+// The two streaming loops below are kept lean on purpose: an INT8 row is 128 bytes of cache but
+// 24 vector instructions, so at the INT8 rate every extra instruction per step shrinks how far
+// ahead of its loads the core runs. Measured side by side on the 2-core VM (one INT8 decode
+// step over a 1.6 GB cache, the same instructions otherwise): a run-time prefetch distance cost
+// 45%, a run-time group size 20%, a run-time row length 20%; the prefetch branch laid out after
+// the loop body instead of before it (which g++ 12 picks unless told the branch is usually
+// taken) 50%; a call to dot_keys() instead of inlining it 60%. Whole steps are not clamped; the
+// last, partial step is.
+
+// Pass 1 over keys [begin, end) of the rows at @p K (@p row_len elements apart; in place or
+// through @p tile as for step_rows): scores[r·stride + j − begin] = q_r · k_j for the @p group
+// queries at @p q (rows @p dim = d_pad floats apart), kKeys keys per step, prefetching kAhead
+// keys ahead. Row length, dim and group are int64_t or compile-time std::integral_constant
+// (attend_keys dispatches the common cases).
+template <bool kInPlace, int64_t kAhead, class T, class Dim, class Group>
+[[gnu::always_inline]] inline void stream_keys(const T* K, Dim row_len, int64_t begin, int64_t end, const float* q,
+                                               Group group, Dim dim, float* tile, float* scores, int64_t stride) {
+  const int64_t whole_end = begin + (end - begin) / kKeys * kKeys;
+  for (int64_t j = begin; j < whole_end; j += kKeys) {
+    const T* row = K + j * row_len;
+    if (__builtin_expect(j + kAhead + kKeys <= end, 1))
+      prefetch(row + kAhead * row_len, kKeys * row_len * int64_t(sizeof(T)));
+    const auto rows = step_rows<kInPlace, false>(K, row_len, j, end - 1, dim, tile);
+    for (int64_t r = 0; r < group; ++r) dot_keys(q + r * dim, rows.data(), dim, scores + r * stride + (j - begin));
+  }
+  if (whole_end < end) {
+    const auto rows = step_rows<kInPlace, true>(K, row_len, whole_end, end - 1, dim, tile);
+    for (int64_t r = 0; r < group; ++r) {
+      float block[kKeys];
+      dot_keys(q + r * dim, rows.data(), dim, block);
+      for (int64_t i = 0; i < end - whole_end; ++i) scores[r * stride + (whole_end - begin) + i] = block[i];
+    }
+  }
+}
+
+// Pass 2 over rows [begin, end) of the rows at @p V (as stream_keys): acc[r·dim + c] +=
+// Σ_j p[r·stride + j − begin] · v_j[c], kKeys rows per step (one load and store of each
+// accumulator vector per step), prefetching kAhead rows ahead; the last, partial step weighs
+// its repeated rows 0.
+template <bool kInPlace, int64_t kAhead, class T, class Dim, class Group>
+[[gnu::always_inline]] inline void stream_values(const T* V, Dim row_len, int64_t begin, int64_t end, const float* p,
+                                                 Group group, Dim dim, float* tile, int64_t stride, float* acc) {
+  const int64_t whole_end = begin + (end - begin) / kKeys * kKeys;
+  for (int64_t j = begin; j < whole_end; j += kKeys) {
+    const T* row = V + j * row_len;
+    if (__builtin_expect(j + kAhead + kKeys <= end, 1))
+      prefetch(row + kAhead * row_len, kKeys * row_len * int64_t(sizeof(T)));
+    const auto rows = step_rows<kInPlace, false>(V, row_len, j, end - 1, dim, tile);
+    for (int64_t r = 0; r < group; ++r) accumulate_keys(p + r * stride + (j - begin), rows.data(), dim, acc + r * dim);
+  }
+  if (whole_end < end) {
+    const auto rows = step_rows<kInPlace, true>(V, row_len, whole_end, end - 1, dim, tile);
+    for (int64_t r = 0; r < group; ++r) {
+      float block[kKeys] = {};
+      for (int64_t i = 0; i < end - whole_end; ++i) block[i] = p[r * stride + (whole_end - begin) + i];
+      accumulate_keys(block, rows.data(), dim, acc + r * dim);
+    }
+  }
 }
 
 /// One thread's scratch for attend_keys().
@@ -166,14 +262,17 @@ struct GroupScratch {
 /// How attend_keys() folds a quantized cache's scales out of its inner loops (the hooks of
 /// cuda_decode.cuh's Rows, on the CPU); tokens j count from the row at attend_keys()'s K and V
 /// pointers. Unscaled, for fp32 and fp16 caches, changes nothing; cpu/decode_int8_simd passes
-/// its INT8 scales.
+/// its INT8 scales. The score and probability hooks work on whole rows of a pass (vectorised),
+/// never one key at a time inside the streaming loops.
 struct Unscaled {
   /// The factor of query element c (per-channel K scales fold in here): 1.
   float query_factor(int64_t) const { return 1.0f; }
-  /// The score of key j from its dot product (per-token K scales): as is.
-  float score(int64_t, float dot) const { return dot; }
-  /// The weight of value row j from its probability (V scales): as is.
-  float value_weight(int64_t, float p) const { return p; }
+  /// Scales the scores s[0 … n) of keys j0 … j0+n−1 from their dot products (per-token K
+  /// scales): as they are.
+  void scale_scores(int64_t, float*, int64_t) const {}
+  /// Turns the probabilities p[0 … n) of value rows j0 … j0+n−1 into their weights (V scales):
+  /// as they are.
+  void weight_probabilities(int64_t, float*, int64_t) const {}
 };
 
 // The decode work of one (sequence, KV head) — or of one split of its keys (chapter 05's
@@ -194,7 +293,6 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
   // query head (MHA): a GQA group converts an fp16 row once into a float tile and reuses it.
   // fp32 and int8 rows are always read in place.
   const bool in_place = d == d_pad && (!std::is_same_v<T, uint16_t> || group == 1);
-  const int64_t row_bytes = d * int64_t(sizeof(T));
   constexpr int64_t ahead = kPrefetchKeys<T>;
   float* scores = scratch.scores.data();
   const int64_t stride = scratch.score_stride;
@@ -205,63 +303,51 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
     std::fill(dst + d, dst + d_pad, 0.0f);
   }
 
-  // The kKeys rows j … j+kKeys−1 of @p X, in place or as floats in the tile. Past the range the
-  // last row is repeated (never a slot outside [begin, end)); its results are dropped.
-  const auto block_rows = [&](const T* X, int64_t j, const T* in_cache[kKeys], const float* as_floats[kKeys]) {
-    for (int64_t i = 0; i < kKeys; ++i) {
-      const T* src = X + std::min(j + i, end - 1) * d;
-      if (in_place) {
-        in_cache[i] = src;
+  // Runs both passes with the row source, row length and group size that fit: in place with
+  // the length as a compile-time constant for head dims 64 and 128 (the whole row and its
+  // prefetch unroll), in place with a run-time length for other whole-vector rows, through the
+  // float tile otherwise; a compile-time group of 1 for MHA. See stream_keys() for what each
+  // measured.
+  const auto passes = [&](auto in_place_tag, auto dim, auto group_size) {
+    constexpr bool kInPlace = decltype(in_place_tag)::value;
+    using Dim = decltype(dim);
+    const Dim row_len = [&] {  // elements per cached row: d (= d_pad when read in place)
+      if constexpr (kInPlace) {
+        return dim;
       } else {
-        row_to_floats(src, d, d_pad, scratch.tile.data() + i * d_pad);
-        as_floats[i] = scratch.tile.data() + i * d_pad;
+        return d;
       }
+    }();
+    float* tile = scratch.tile.data();
+    stream_keys<kInPlace, ahead>(K, row_len, begin, end, scratch.q_group.data(), group_size, dim, tile, scores, stride);
+
+    // Scores from dot products (per-token K scales), softmax numerators (exp(s − max),
+    // vectorised; the max and the sum are kept per head), then the V rows' weights (V scales).
+    for (int64_t r = 0; r < group; ++r) {
+      float* row = scores + r * stride;
+      scales.scale_scores(begin, row, n_keys);
+      sum[r] = simd::softmax_numerator(row, n_keys, n_keys, -std::numeric_limits<float>::infinity(), &max[r]);
+      scales.weight_probabilities(begin, row, n_keys);
+    }
+
+    std::fill(acc, acc + group * d_pad, 0.0f);
+    stream_values<kInPlace, ahead>(V, row_len, begin, end, scores, group_size, dim, tile, stride, acc);
+  };
+  const auto with_group = [&](auto in_place_tag, auto dim) {
+    if (group == 1) {
+      passes(in_place_tag, dim, std::integral_constant<int64_t, 1>{});
+    } else {
+      passes(in_place_tag, dim, group);
     }
   };
-
-  // Pass 1: stream K once, kKeys keys at a time; each row serves the whole group.
-  for (int64_t j = begin; j < end; j += kKeys) {
-    if (j + ahead < end) prefetch(K + (j + ahead) * d, std::min(kKeys, end - j - ahead) * row_bytes);
-    const T* in_cache[kKeys];
-    const float* as_floats[kKeys];
-    block_rows(K, j, in_cache, as_floats);
-    const int64_t n = std::min(kKeys, end - j);
-    for (int64_t r = 0; r < group; ++r) {
-      float block[kKeys];
-      if (in_place) {
-        dot_keys(scratch.q_group.data() + r * d_pad, in_cache, d_pad, block);
-      } else {
-        dot_keys(scratch.q_group.data() + r * d_pad, as_floats, d_pad, block);
-      }
-      float* s_row = scores + r * stride + (j - begin);
-      for (int64_t i = 0; i < n; ++i) s_row[i] = scales.score(j + i, block[i]);
-    }
-  }
-
-  // Softmax numerators (exp(s − max), vectorised); the max and the sum are kept per head.
-  for (int64_t r = 0; r < group; ++r)
-    sum[r] =
-        simd::softmax_numerator(scores + r * stride, n_keys, n_keys, -std::numeric_limits<float>::infinity(), &max[r]);
-
-  // Pass 2: stream V once, kKeys rows at a time: acc[r] += Σ_i p[r][j+i] · v_{j+i}, one
-  // load and store of each accumulator vector per kKeys rows (a padded key has p = 0).
-  std::fill(acc, acc + group * d_pad, 0.0f);
-  for (int64_t j = begin; j < end; j += kKeys) {
-    if (j + ahead < end) prefetch(V + (j + ahead) * d, std::min(kKeys, end - j - ahead) * row_bytes);
-    const T* in_cache[kKeys];
-    const float* as_floats[kKeys];
-    block_rows(V, j, in_cache, as_floats);
-    const int64_t n = std::min(kKeys, end - j);
-    for (int64_t r = 0; r < group; ++r) {
-      const float* p_row = scores + r * stride + (j - begin);
-      float p[kKeys];
-      for (int64_t i = 0; i < kKeys; ++i) p[i] = i < n ? scales.value_weight(j + i, p_row[i]) : 0.0f;
-      if (in_place) {
-        accumulate_keys(p, in_cache, d_pad, acc + r * d_pad);
-      } else {
-        accumulate_keys(p, as_floats, d_pad, acc + r * d_pad);
-      }
-    }
+  if (!in_place) {
+    with_group(std::false_type{}, d_pad);
+  } else if (d == 128) {
+    with_group(std::true_type{}, std::integral_constant<int64_t, 128>{});
+  } else if (d == 64) {
+    with_group(std::true_type{}, std::integral_constant<int64_t, 64>{});
+  } else {
+    with_group(std::true_type{}, d_pad);
   }
 }
 

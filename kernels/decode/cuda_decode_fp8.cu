@@ -84,9 +84,9 @@ struct Fp8Rows : RowLoads<uint8_t> {
   __device__ float value_weight(size_t token, float p) const { return p * v_scales[token]; }
 };
 
-// A device copy of a host vector.
-template <class T>
-DeviceBuffer<T> upload(const std::vector<T>& host) {
+// A device copy of a host vector (std::vector or the caches' HugePageBuffer).
+template <class T, class Allocator>
+DeviceBuffer<T> upload(const std::vector<T, Allocator>& host) {
   DeviceBuffer<T> buffer(host.size());
   buffer.upload(host.data());
   return buffer;

@@ -61,7 +61,7 @@ int64_t KvCache::max_length() const {
   return *std::max_element(lengths_.begin(), lengths_.end());
 }
 
-void KvCache::store(std::vector<std::byte>& to, int64_t index, float x) {
+void KvCache::store(HugePageBuffer<std::byte>& to, int64_t index, float x) {
   if (dtype_ == KvDtype::fp32) {
     std::memcpy(to.data() + index * 4, &x, 4);
   } else {
@@ -70,7 +70,7 @@ void KvCache::store(std::vector<std::byte>& to, int64_t index, float x) {
   }
 }
 
-float KvCache::load(const std::vector<std::byte>& from, int64_t index) const {
+float KvCache::load(const HugePageBuffer<std::byte>& from, int64_t index) const {
   if (dtype_ == KvDtype::fp32) {
     float x;
     std::memcpy(&x, from.data() + index * 4, 4);

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "common/tensor.h"
 #include "common/tolerance.h"
 
@@ -127,14 +128,14 @@ class KvCache {
   const std::byte* v_bytes() const { return v_.data(); }
 
  private:
-  void store(std::vector<std::byte>& to, int64_t index, float x);
-  float load(const std::vector<std::byte>& from, int64_t index) const;
+  void store(HugePageBuffer<std::byte>& to, int64_t index, float x);
+  float load(const HugePageBuffer<std::byte>& from, int64_t index) const;
   void check_sequence(int64_t sequence) const;
 
   KvCacheShape shape_;
   KvDtype dtype_;
   std::vector<int32_t> lengths_;
-  std::vector<std::byte> k_, v_;
+  HugePageBuffer<std::byte> k_, v_;
 };
 
 /// A cache of @p dtype holding external data: @p k and @p v are full caches

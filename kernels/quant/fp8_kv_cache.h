@@ -74,9 +74,9 @@ class Fp8KvCache : public QuantizedKvCache {
   KvCache dequantized() const;
 
   /// K's E4M3 codes.
-  const std::vector<uint8_t>& k_fp8() const { return k_; }
+  const HugePageBuffer<uint8_t>& k_fp8() const { return k_; }
   /// V's E4M3 codes.
-  const std::vector<uint8_t>& v_fp8() const { return v_; }
+  const HugePageBuffer<uint8_t>& v_fp8() const { return v_; }
   /// K's scales.
   const std::vector<float>& k_scales() const { return k_scales_; }
   /// V's scales.
@@ -88,7 +88,7 @@ class Fp8KvCache : public QuantizedKvCache {
     scale = quantize_row_fp8({x, size_t(shape_.head_dim)}, {codes, size_t(shape_.head_dim)}, saturated_);
   }
 
-  std::vector<uint8_t> k_, v_;
+  HugePageBuffer<uint8_t> k_, v_;
   std::vector<float> k_scales_, v_scales_;
 };
 

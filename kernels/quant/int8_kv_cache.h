@@ -127,14 +127,14 @@ class Int8KvCache : public QuantizedKvCache {
 
   /// Storage, for kernels and uploads. The scales live in k_scales()/v_scales() (fp32) or in
   /// k_scales_fp16()/v_scales_fp16() (fp16 bits), as scale_dtype() says; the other pair is empty.
-  std::vector<int8_t>& k_int8() { return k_; }
-  std::vector<int8_t>& v_int8() { return v_; }                                   ///< V's int8 storage
+  HugePageBuffer<int8_t>& k_int8() { return k_; }
+  HugePageBuffer<int8_t>& v_int8() { return v_; }                                   ///< V's int8 storage
   std::vector<float>& k_scales() { return k_scales_; }                           ///< K's fp32 scales
   std::vector<float>& v_scales() { return v_scales_; }                           ///< V's fp32 scales
   std::vector<uint16_t>& k_scales_fp16() { return k_scales_fp16_; }              ///< K's fp16 scales (bits)
   std::vector<uint16_t>& v_scales_fp16() { return v_scales_fp16_; }              ///< V's fp16 scales (bits)
-  const std::vector<int8_t>& k_int8() const { return k_; }                       ///< K's int8 storage
-  const std::vector<int8_t>& v_int8() const { return v_; }                       ///< V's int8 storage
+  const HugePageBuffer<int8_t>& k_int8() const { return k_; }                       ///< K's int8 storage
+  const HugePageBuffer<int8_t>& v_int8() const { return v_; }                       ///< V's int8 storage
   const std::vector<float>& k_scales() const { return k_scales_; }               ///< K's fp32 scales
   const std::vector<float>& v_scales() const { return v_scales_; }               ///< V's fp32 scales
   const std::vector<uint16_t>& k_scales_fp16() const { return k_scales_fp16_; }  ///< K's fp16 scales
@@ -156,7 +156,7 @@ class Int8KvCache : public QuantizedKvCache {
 
   KeyScaling key_scaling_;
   ScaleDtype scale_dtype_;
-  std::vector<int8_t> k_, v_;
+  HugePageBuffer<int8_t> k_, v_;
   std::vector<float> k_scales_, v_scales_;
   std::vector<uint16_t> k_scales_fp16_, v_scales_fp16_;
 };

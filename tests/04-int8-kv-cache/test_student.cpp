@@ -120,8 +120,8 @@ TEST(Ch04Quantize, NonFiniteInputIsReportedNotStored) {
 
 // A [batch, num_kv_heads, max_seq_len(, head_dim)] tensor holding @p values.
 template <class T>
-Tensor<T> as_tensor(const std::vector<T>& values, Shape shape) {
-  return Tensor<T>(std::move(shape), values);
+Tensor<T> as_tensor(std::span<const T> values, Shape shape) {
+  return Tensor<T>(std::move(shape), std::vector<T>(values.begin(), values.end()));
 }
 
 // sim::student::decode_int8 as an Int8DecodeFn (per-token scales), launched with @p threads.
@@ -129,8 +129,8 @@ Int8DecodeFn student_decode(int threads = 128) {
   return [threads](const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out) {
     const KvCacheShape& s = cache.shape();
     const Shape scales{s.batch, s.num_kv_heads, s.max_seq_len};
-    sim::student::decode_int8(q, as_tensor(cache.k_int8(), s.shape()), as_tensor(cache.v_int8(), s.shape()),
-                              as_tensor(cache.k_scales(), scales), as_tensor(cache.v_scales(), scales),
+    sim::student::decode_int8(q, as_tensor<int8_t>(cache.k_int8(), s.shape()), as_tensor<int8_t>(cache.v_int8(), s.shape()),
+                              as_tensor<float>(cache.k_scales(), scales), as_tensor<float>(cache.v_scales(), scales),
                               cache.lengths(), out, threads);
   };
 }
