@@ -188,10 +188,11 @@ template <bool kInPlace, bool kClamp, class T, class Dim>
 // 24 vector instructions, so at the INT8 rate every extra instruction per step shrinks how far
 // ahead of its loads the core runs. Measured side by side on the 2-core VM (one INT8 decode
 // step over a 1.6 GB cache, the same instructions otherwise): a run-time prefetch distance cost
-// 45%, a run-time group size 20%, a run-time row length 20%; the prefetch branch laid out after
-// the loop body instead of before it (which g++ 12 picks unless told the branch is usually
-// taken) 50%; a call to dot_keys() instead of inlining it 60%. Whole steps are not clamped; the
-// last, partial step is.
+// 1.45x, a run-time group size 1.2x, a run-time row length 1.15-1.25x; the prefetch branch laid
+// out after the loop body instead of before it (which g++ 12 picks unless told the branch is
+// usually taken) 1.6x; a call to dot_keys() instead of inlining it 1.6x; clamping every row
+// index of every step about 1.2x. Whole steps are not clamped; the last, partial step is. See
+// chapter 04's lesson, section 4.
 
 // Pass 1 over keys [begin, end) of the rows at @p K (@p row_len elements apart; in place or
 // through @p tile as for step_rows): scores[r·stride + j − begin] = q_r · k_j for the @p group
