@@ -10,15 +10,25 @@
 
 namespace inferlab {
 
+namespace {
+
+// ⌈a / b⌉ for a ≥ 0, b > 0, without forming a + b − 1 (which overflows for the CPU policy's "no
+// limit" max_tokens = INT64_MAX; UBSan caught it).
+int64_t divide_rounding_up(int64_t a, int64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
+}  // namespace
+
 int64_t choose_num_splits(int64_t work_items, int64_t max_length, const SplitPolicy& policy) {
   require_positive("work_items", work_items);
   require_positive("max_length", max_length);
   require_positive("target_items", policy.target_items);
   require_positive("min_tokens", policy.min_tokens);
   require_positive("max_tokens", policy.max_tokens);
-  const int64_t to_fill = (policy.target_items + work_items - 1) / work_items;
+  const int64_t to_fill = divide_rounding_up(policy.target_items, work_items);
   const int64_t long_enough = std::max<int64_t>(1, max_length / policy.min_tokens);
-  const int64_t must = (max_length + policy.max_tokens - 1) / policy.max_tokens;
+  const int64_t must = divide_rounding_up(max_length, policy.max_tokens);
   return std::max(must, std::min(to_fill, long_enough));
 }
 

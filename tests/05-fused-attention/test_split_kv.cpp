@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -208,6 +209,12 @@ TEST(SplitKvHeuristic, FillsTheMachineWithoutTinySplits) {
   EXPECT_EQ(choose_num_splits(8, 32768, gpu), 66);    // ⌈528 / 8⌉ = 66 ≤ ⌊32768 / 256⌋ = 128
   EXPECT_EQ(choose_num_splits(1024, 65536, gpu), 8);  // shared memory forces ⌈65536 / 8192⌉ = 8
   EXPECT_GE(choose_num_splits(1, 4096, cpu_split_policy()), 1);
+  // Extreme values stay exact (the CPU policy's max_tokens is INT64_MAX: ⌈a / b⌉ must not form
+  // a + b − 1; the asan preset's UBSan checks it).
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(choose_num_splits(huge, huge, cpu), 1);              // ⌈8 / huge⌉ = 1
+  EXPECT_EQ(choose_num_splits(1, huge, {huge, 1, huge}), huge);  // ⌈huge / 1⌉, ⌊huge / 1⌋, ⌈huge / huge⌉ = 1
+  EXPECT_EQ(choose_num_splits(3, huge - 1, {8, huge, huge}), 1);  // ⌈(huge − 1) / huge⌉ = 1
 }
 
 TEST(SplitKvHeuristic, BadArgumentsNameThemselves) {
