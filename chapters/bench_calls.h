@@ -13,14 +13,15 @@
 #include <optional>
 #include <string>
 
+#include "common/config.h"
 #include "chapters/03-kv-cache-decode/random_cache.h"
 #include "chapters/bench_counters.h"
 #include "common/cost.h"
 #include "common/rng.h"
 #include "common/roofline.h"
-#include "kernels/attention/cuda_timing.h"
-#include "kernels/attention/registry.h"
-#include "kernels/decode/registry.h"
+#include "kernels/timing/cuda_timing.h"
+#include "kernels/registry.h"
+#include "kernels/registry.h"
 
 namespace inferlab::bench {
 
@@ -88,7 +89,7 @@ inline Roofline gpu_roofline(double gemm_gflops, double copy_gbs) {
   return roofline;
 }
 
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
 /// Measures the GPU's ceilings (cuBLAS GEMM rates at n = 8192, a 1 GiB device-to-device copy,
 /// 0.3 s each) and records them in the output's context (gpu_device, gpu_copy_gbs, gpu_copy_mib,
 /// gpu_gemm_size, gpu_sgemm_gflops, gpu_hgemm_gflops). Throws what the measurement throws.

@@ -8,8 +8,8 @@
 
 #include "common/cost.h"
 #include "common/roofline.h"
-#include "kernels/attention/registry.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
+#include "kernels/registry.h"
 
 namespace inferlab {
 

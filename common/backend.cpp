@@ -1,10 +1,11 @@
 #include "common/backend.h"
 
 #include "common/check.h"
+#include "common/config.h"
 
 namespace inferlab {
 
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
 namespace cuda {
 /// Defined in the nvcc-compiled part of the build: the number of usable GPUs (0 on error).
 int device_count();
@@ -34,7 +35,7 @@ std::string backend_unavailable_reason(Backend backend) {
     case Backend::sim:
       return "";  // the emulator is part of every build
     case Backend::cuda:
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
       return cuda::device_count() > 0 ? "" : "no CUDA GPU is visible (cudaGetDeviceCount() = 0)";
 #else
       return "this build has no CUDA backend (nvcc was not found at configure time)";

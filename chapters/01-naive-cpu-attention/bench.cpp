@@ -9,7 +9,7 @@
 // come from our own wall-clock time per call (manual timing), so the percentages are plain
 // numbers, right in the console table and in the JSON alike.
 #include "chapters/bench_calls.h"
-#include "kernels/attention/registry.h"
+#include "kernels/registry.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 // CPU versions: each call on host tensors timed with a steady clock. cpu/naive is skipped above
 // L = 2048: it runs at a few GFLOP/s, so L = 8192 would take minutes per call.
 //
-// GPU versions: timed at the device level (kernels/attention/cuda_timing.h): inputs already in
+// GPU versions: timed at the device level (kernels/timing/cuda_timing.h): inputs already in
 // device memory, scratch and cuBLAS handle allocated once, warm-up calls, then as many calls as
 // the benchmark asks for between two CUDA events. The host-tensor entry points that the tests
 // use would mostly time PCIe copies and cudaMalloc. Bytes per element: 4 for fp32 versions, 2
@@ -40,10 +40,11 @@
 #include <optional>
 #include <string>
 
+#include "common/config.h"
 #include "chapters/bench_calls.h"
-#include "kernels/attention/cpu_simd.h"
-#include "kernels/attention/cuda_timing.h"
-#include "kernels/attention/registry.h"
+#include "kernels/primitives/cpu_simd.h"
+#include "kernels/timing/cuda_timing.h"
+#include "kernels/registry.h"
 
 namespace {
 
@@ -70,7 +71,7 @@ void add_sweep(benchmark::internal::Benchmark* bench, bool causal, int64_t max_s
   }
 }
 
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
 
 // The GPU's ceilings as a Roofline for bench_counters.h: compute = the GEMM rate of the
 // version's precision, bandwidth = device-to-device copy.
@@ -140,7 +141,7 @@ void register_benchmarks() {
     }
   }
   std::string skipped = backend_unavailable_reason(Backend::cuda);
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
   if (skipped.empty()) skipped = register_gpu_benchmarks();
 #endif
   if (!skipped.empty()) std::cerr << "bench_ch02: cuda/... versions skipped: " << skipped << "\n";

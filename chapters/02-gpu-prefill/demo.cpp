@@ -14,8 +14,8 @@
 #include "common/cost.h"
 #include "common/rng.h"
 #include "common/timer.h"
-#include "kernels/attention/registry.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
+#include "kernels/registry.h"
 
 namespace inferlab {
 

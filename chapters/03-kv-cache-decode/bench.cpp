@@ -9,7 +9,7 @@
 //    the smallest batch whose cache is ≥ 8× the last-level cache the OS reports, capped at
 //    4 GiB (the cap wins when the reported LLC is above 512 MiB; cache_x_llc says what ran);
 //  - cuda/decode (fp32 and fp16 cache) timed at the device level when a GPU is present
-//    (kernels/attention/cuda_timing.h: the cache already in device memory, CUDA events); its
+//    (kernels/timing/cuda_timing.h: the cache already in device memory, CUDA events); its
 //    percentages refer to the GPU's measured device-to-device copy bandwidth (read + write),
 //    also set as copy_pct. The GPU target: ≥ 80% of it at batch ≥ 8, L ≥ 4096.
 //    Without a GPU one line on stderr says why they were skipped.
@@ -37,10 +37,11 @@
 #include <optional>
 #include <string>
 
+#include "common/config.h"
 #include "chapters/bench_calls.h"
-#include "kernels/attention/cpu_simd.h"
-#include "kernels/attention/cuda_timing.h"
-#include "kernels/decode/registry.h"
+#include "kernels/primitives/cpu_simd.h"
+#include "kernels/timing/cuda_timing.h"
+#include "kernels/registry.h"
 
 namespace {
 
@@ -63,13 +64,13 @@ int64_t batch_for_8x_llc(KvDtype dtype) {
 }
 
 std::string family(const std::string& prefix, const DecodeVersion& version) {
-  return prefix + std::string(to_string(version.cache_dtype)) + "/" + version.name;
+  return prefix + std::string(to_string(version.input)) + "/" + version.name;
 }
 
 void BM_Decode(benchmark::State& state, const DecodeVersion* version) {
   const int64_t L = state.range(0), batch = state.range(1);
-  bench::time_decode(state, version->run, {batch, kKvHeads, L, kHeadDim}, version->cache_dtype, kHeads);
-  state.SetLabel(version->name + " " + std::string(to_string(version->cache_dtype)));
+  bench::time_decode(state, version->run, {batch, kKvHeads, L, kHeadDim}, version->input, kHeads);
+  state.SetLabel(version->name + " " + std::string(to_string(version->input)));
 }
 
 // The L × batch sweep of this file's comment on one registered benchmark.
@@ -79,23 +80,23 @@ void add_sweep(benchmark::internal::Benchmark* bench) {
     for (const int64_t batch : {1, 4, 16}) bench->Args({L, batch});
 }
 
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
 
 void BM_DecodeDevice(benchmark::State& state, const DecodeVersion* version, const Roofline* gpu) {
   const int64_t L = state.range(0), batch = state.range(1);
   const DecodeShape shape{batch, kHeads, kKvHeads, L, kHeadDim};
   const std::optional<double> timed = bench::time_device_calls(state, [&](int warmup, int calls) {
-    return cuda::decode_seconds_per_call(version->cache_dtype, shape, L, warmup, calls);
+    return cuda::decode_seconds_per_call(version->input, shape, L, warmup, calls);
   });
   if (!timed) return;
   const double seconds = *timed;
-  const double e = double(bytes_per_element(version->cache_dtype));
+  const double e = double(bytes_per_element(version->input));
   Cost cost = decode_attention_cost({kHeads, kKvHeads, L, kHeadDim}, e);
   cost.flops *= double(batch);
   cost.bytes *= double(batch);
-  bench::set_decode_counters(state, cost, {seconds, seconds}, cache_bytes(batch, L, version->cache_dtype), *gpu);
+  bench::set_decode_counters(state, cost, {seconds, seconds}, cache_bytes(batch, L, version->input), *gpu);
   state.counters["copy_pct"] = state.counters["read_pct"];
-  state.SetLabel(version->name + " " + std::string(to_string(version->cache_dtype)));
+  state.SetLabel(version->name + " " + std::string(to_string(version->input)));
 }
 
 // Measures the GPU's ceilings, records them in the context and registers cuda/decode.
@@ -134,11 +135,11 @@ void register_benchmarks() {
           ->ArgNames({"L", "batch"})
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
-          ->Args({kLongContext, batch_for_8x_llc(version.cache_dtype)});
+          ->Args({kLongContext, batch_for_8x_llc(version.input)});
     }
   }
   std::string skipped = backend_unavailable_reason(Backend::cuda);
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
   if (skipped.empty()) skipped = register_gpu_benchmarks();
 #endif
   if (!skipped.empty()) std::cerr << "bench_ch03: cuda/decode skipped: " << skipped << "\n";

@@ -14,7 +14,7 @@
 #include "common/compare.h"
 #include "common/rng.h"
 #include "common/timer.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
 
 namespace inferlab {
 
@@ -72,7 +72,7 @@ void tour_chapter03(std::ostream& out, const Roofline& roofline, const TourOptio
       Stopwatch stopwatch;
       version.run(q, cache, o);
       const double seconds = stopwatch.seconds();
-      const Comparison c = compare_to_oracle(o, expected, tolerance_for(version.precision()));
+      const Comparison c = compare_to_oracle(o, expected, tolerance_for(version.precision));
       out << "  " << std::left << std::setw(14) << version.name << std::right << to_string(dtype) << " cache"
           << "  rel. error " << std::scientific << std::setprecision(1) << c.rel_frobenius << std::fixed
           << (c.ok ? "  ok" : "  WRONG") << "  (" << std::setprecision(0) << seconds * 1e3 << " ms emulated)\n";

@@ -13,7 +13,7 @@
 
 #include "common/half.h"
 #include "common/rng.h"
-#include "kernels/decode/kv_cache.h"
+#include "kernels/kv/kv_cache.h"
 
 namespace inferlab {
 
@@ -41,8 +41,8 @@ inline KvCache random_full_cache(const KvCacheShape& shape, KvDtype dtype, Rng& 
       from = 0;
     }
   };
-  tile(cache.k_bytes(), 0);
-  tile(cache.v_bytes(), kBlockBytes / 2);
+  tile(cache.k_bytes().data(), 0);
+  tile(cache.v_bytes().data(), kBlockBytes / 2);
   cache.set_lengths(std::vector<int64_t>(size_t(shape.batch), shape.max_seq_len));
   return cache;
 }

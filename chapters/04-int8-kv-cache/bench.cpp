@@ -11,7 +11,7 @@
 //  says what ran). The 8× LLC point also times the INT8 cache with fp16 scales
 //  (decode_8xllc_int8_per_token_fp16scales): 2 bytes less per row.
 //  - cuda/decode_int8 (both K scalings) and cuda/decode (fp16, fp32) timed at the device level
-//    when a GPU is present (kernels/attention/cuda_timing.h: the cache in device memory, CUDA
+//    when a GPU is present (kernels/timing/cuda_timing.h: the cache in device memory, CUDA
 //    events); percentages refer to the GPU's device-to-device copy bandwidth. The GPU
 //    target (note only): INT8 ≥ 1.7× fp16 at batch ≥ 8, L ≥ 4096. Without a GPU one line on
 //    stderr says why they were skipped.
@@ -40,12 +40,13 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "chapters/04-int8-kv-cache/random_int8_cache.h"
 #include "chapters/bench_calls.h"
 #include "common/rng.h"
-#include "kernels/attention/cpu_simd.h"
-#include "kernels/attention/cuda_timing.h"
-#include "kernels/decode/registry.h"
+#include "kernels/primitives/cpu_simd.h"
+#include "kernels/timing/cuda_timing.h"
+#include "kernels/registry.h"
 
 namespace {
 
@@ -113,21 +114,21 @@ void record(int64_t L, int64_t batch, Kind kind, const bench::CallTiming& timing
 void BM_DecodeFp(benchmark::State& state, const DecodeVersion* version, Kind kind) {
   const int64_t L = state.range(0), batch = state.range(1);
   const bench::CallTiming timing =
-      bench::time_decode(state, version->run, {batch, kKvHeads, L, kHeadDim}, version->cache_dtype, kHeads);
-  record(L, batch, kind, timing, fp_cache_bytes(batch, L, version->cache_dtype));
+      bench::time_decode(state, version->run, {batch, kKvHeads, L, kHeadDim}, version->input, kHeads);
+  record(L, batch, kind, timing, fp_cache_bytes(batch, L, version->input));
   state.SetLabel(version->name + " " + kind_name(kind));
 }
 
-void BM_DecodeInt8(benchmark::State& state, const Int8DecodeVersion* version, Kind kind) {
+void BM_DecodeInt8(benchmark::State& state, const DecodeVersion* version, Kind kind) {
   const int64_t L = state.range(0), batch = state.range(1);
   Rng rng(Rng::fresh_seed());
   const KeyScaling scaling = kind == Kind::int8_per_channel ? KeyScaling::per_channel : KeyScaling::per_token;
   const ScaleDtype scales = kind == Kind::int8_per_token_fp16scales ? ScaleDtype::fp16 : ScaleDtype::fp32;
-  const Int8KvCache cache = random_full_int8_cache({batch, kKvHeads, L, kHeadDim}, scaling, scales, rng);
+  const KvCache cache = random_full_int8_cache({batch, kKvHeads, L, kHeadDim}, scaling, scales, rng);
   const Tensor<float> q = rng.normal_tensor({batch, kHeads, kHeadDim});
   Tensor<float> out({batch, kHeads, kHeadDim});
   const bench::CallTiming timing = bench::time_calls(state, [&] { version->run(q, cache, out); });
-  bench::set_decode_counters(state, decode_int8_step_cost(cache, kHeads), timing, double(cache.bytes()));
+  bench::set_decode_counters(state, decode_step_cost(cache, kHeads), timing, double(cache.bytes()));
   state.counters["scale_MiB"] = double(cache.scale_bytes()) / 1048576.0;
   record(L, batch, kind, timing, double(cache.bytes()));
   state.SetLabel(version->name + " " + kind_name(kind));
@@ -151,8 +152,8 @@ void register_shape(const std::string& prefix, int64_t L, int64_t batch, bool wi
              L, batch);
       continue;
     }
-    for (const Int8DecodeVersion& version : int8_decode_versions()) {
-      if (version.backend != Backend::cpu) continue;
+    for (const DecodeVersion& version : decode_versions()) {
+      if (version.backend != Backend::cpu || version.input != KvDtype::int8) continue;
       shaped(benchmark::RegisterBenchmark((prefix + kind_name(kind) + "/" + version.name).c_str(), BM_DecodeInt8,
                                           &version, kind),
              L, batch);
@@ -162,7 +163,7 @@ void register_shape(const std::string& prefix, int64_t L, int64_t batch, bool wi
 
 constexpr int64_t kSweep[][2] = {{2048, 4}, {8192, 4}, {32768, 4}};
 
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
 
 // cuda/decode (fp16 / fp32 cache) or cuda/decode_int8 (per-token / per-channel K) at the device level.
 void BM_DecodeDevice(benchmark::State& state, Kind kind, const Roofline* gpu) {
@@ -216,7 +217,7 @@ void register_benchmarks() {
   for (const auto& point : kSweep) register_shape("decode_", point[0], point[1], false);
   register_shape("decode_8xllc_", kLongContext, batch_for_8x_llc(), true);
   std::string skipped = backend_unavailable_reason(Backend::cuda);
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
   if (skipped.empty()) skipped = register_gpu_benchmarks();
 #endif
   if (!skipped.empty()) std::cerr << "bench_ch04: cuda/decode_int8 and cuda/decode skipped: " << skipped << "\n";

@@ -14,7 +14,7 @@
 #include "chapters/tour.h"
 #include "common/compare.h"
 #include "common/rng.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
 
 namespace inferlab {
 
@@ -89,12 +89,12 @@ void tour_chapter04(std::ostream& out, const Roofline& /*roofline*/, const TourO
   row("fp32", fp32_bytes, nullptr, nullptr, nullptr);
   row("fp16", fp32_bytes / 2.0, nullptr, nullptr, nullptr);
   for (const KeyScaling scaling : {KeyScaling::per_token, KeyScaling::per_channel}) {
-    const Int8KvCache cache = make_int8_kv_cache(k, v, lengths, scaling);
-    const Int8DecodeVersion& version = int8_decode_versions().front();  // cpu/decode_int8_simd
+    const KvCache cache = make_kv_cache(k, v, lengths, KvFormat::int8(scaling));
+    const DecodeVersion& version = find_decode_version("cpu/decode_int8_simd", Backend::cpu, KvDtype::int8);
     Tensor<float> o(q.shape());
     o.poison();
     version.run(q, cache, o);
-    const Tensor<double> own = decode_int8_reference(q, cache);
+    const Tensor<double> own = decode_reference(q, cache);
     // The dequantized K as an fp32 cache, for the softmax KL.
     Tensor<float> k_hat(k.shape(), 0.0f), v_hat(k.shape(), 0.0f);
     for (int64_t b = 0; b < batch; ++b)
@@ -106,17 +106,14 @@ void tour_chapter04(std::ostream& out, const Roofline& /*roofline*/, const TourO
         double(cache.bytes()), &o, &own, &dequantized);
   }
   {
-    const Fp8KvCache cache = make_fp8_kv_cache(k, v, lengths);
+    const KvCache cache = make_kv_cache(k, v, lengths, KvFormat::fp8());
     Tensor<float> o(q.shape());
     o.poison();
-    for (const Fp8DecodeVersion& version : fp8_decode_versions())
-      if (version.backend == Backend::sim) {
-        version.run(q, cache, o);
-        const KvCache dequantized = cache.dequantized();
-        const Tensor<double> own = decode_reference(q, dequantized);
-        row(version.name + " (sim), fp8 e4m3", double(cache.bytes()), &o, &own, &dequantized);
-        break;
-      }
+    const DecodeVersion& version = find_decode_version("cuda/decode_fp8", Backend::sim, KvDtype::fp8);
+    version.run(q, cache, o);
+    const KvCache dequantized = cache.dequantized();
+    const Tensor<double> own = decode_reference(q, dequantized);
+    row(version.name + " (sim), fp8 e4m3", double(cache.bytes()), &o, &own, &dequantized);
   }
   out << "INT8 and FP8 take (d + 4) / 2d = " << std::setprecision(2) << double(d + 4) / double(2 * d)
       << "x the bytes of fp16 (the 4 is the fp32 scale per row): decode, which streams the cache, reads half as much.\n"

@@ -16,7 +16,7 @@
 //     cache while the other idles — and only splitting the context can use both. The issue's
 //     target: the split version ≥ 1.7× the single-split version at batch 1, L = 32768.
 //  3. prefill_gpu/<version>: cuda/flash, cuda/flash_tc (chapter 05) next to cuda/cublas and
-//     cuda/cublas_fp16 (chapter 02), timed at the device level (kernels/attention/cuda_timing.h),
+//     cuda/cublas_fp16 (chapter 02), timed at the device level (kernels/timing/cuda_timing.h),
 //     when a GPU is present; otherwise one line on stderr says why they were skipped.
 // At the end a side-by-side summary table prints the ratios (best call of each row over all
 // repetitions; the mean is in the benchmark table above it). On a shared, noisy machine add
@@ -43,11 +43,12 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "chapters/bench_calls.h"
-#include "kernels/attention/cpu_simd.h"
-#include "kernels/attention/cuda_timing.h"
-#include "kernels/attention/registry.h"
-#include "kernels/decode/registry.h"
+#include "kernels/primitives/cpu_simd.h"
+#include "kernels/timing/cuda_timing.h"
+#include "kernels/registry.h"
+#include "kernels/registry.h"
 #include "kernels/fused/split_kv.h"
 
 namespace {
@@ -126,7 +127,7 @@ int64_t heuristic_splits(int64_t L) {
   return choose_num_splits(1 * kDecodeKvHeads, L, cpu_split_policy());
 }
 
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
 
 const char* const kGpuVersions[] = {"cuda/cublas", "cuda/cublas_fp16", "cuda/flash", "cuda/flash_tc"};
 
@@ -209,7 +210,7 @@ void register_benchmarks() {
     }
   }
   std::string skipped = backend_unavailable_reason(Backend::cuda);
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
   if (skipped.empty()) skipped = register_gpu_benchmarks();
 #endif
   if (!skipped.empty()) std::cerr << "bench_ch05: cuda/... versions skipped: " << skipped << "\n";
@@ -259,7 +260,7 @@ void print_summary() {
                   one->best_seconds / split->best_seconds);
     }
 
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
   bool any_gpu = false;
   for (const char* name : kGpuVersions) any_gpu |= find(prefill_key(name, 4096, false)) != nullptr;
   if (any_gpu) {

@@ -17,8 +17,8 @@
 #include "common/cost.h"
 #include "common/rng.h"
 #include "common/timer.h"
-#include "kernels/attention/registry.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
+#include "kernels/registry.h"
 #include "kernels/fused/split_kv.h"
 
 namespace inferlab {
@@ -130,7 +130,7 @@ void tour_chapter05(std::ostream& out, const Roofline& roofline, const TourOptio
       Tensor<float> o(q.shape());
       o.poison();
       version.run(q, cache, o);
-      const Comparison c = compare_to_oracle(o, expected, tolerance_for(version.precision()));
+      const Comparison c = compare_to_oracle(o, expected, tolerance_for(version.precision));
       const DecodeMeasurement m = measure_decode(version, cache, heads, options.quick);
       seconds[row++] = m.seconds;
       out << "  " << std::left << std::setw(24) << (version.name + " S=" + std::to_string(splits)) << std::right

@@ -19,7 +19,7 @@
 
 #include "common/tensor.h"
 #include "kernels/attention/attention.h"
-#include "kernels/attention/cpu_simd.h"
+#include "kernels/primitives/cpu_simd.h"
 
 namespace inferlab::tiles {
 

@@ -38,7 +38,7 @@
 #include <cmath>
 
 #include "kernels/attention/attention.h"
-#include "kernels/attention/cpu_simd.h"
+#include "kernels/primitives/cpu_simd.h"
 
 namespace inferlab {
 namespace {

@@ -24,8 +24,8 @@
 
 #include "kernels/attention/cuda_attention.h"
 #include "kernels/attention/cuda_prefill.cuh"
-#include "kernels/attention/softmax_warp.cuh"
-#include "kernels/cublas_handle.cuh"
+#include "kernels/primitives/softmax_warp.cuh"
+#include "kernels/primitives/cublas_handle.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

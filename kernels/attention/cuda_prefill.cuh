@@ -18,7 +18,7 @@
 
 #include "common/half.h"
 #include "kernels/attention/attention.h"
-#include "kernels/device_buffer.cuh"
+#include "kernels/primitives/device_buffer.cuh"
 #include "simt/cublas.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {

@@ -21,7 +21,7 @@
 
 #include "kernels/attention/cuda_attention.h"
 #include "kernels/attention/cuda_prefill.cuh"
-#include "kernels/attention/softmax_warp.cuh"
+#include "kernels/primitives/softmax_warp.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

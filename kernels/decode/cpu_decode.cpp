@@ -28,12 +28,13 @@ float to_float(T x) {
   }
 }
 
-// T = float (fp32 cache) or uint16_t (fp16 bits).
+// T = float (fp32 cache) or uint16_t (fp16 bits). The rows of one sequence's KV head are
+// where the cache's layout puts them: K row of token j at rows.k + layout.row(b, g, j) · d.
 template <class T>
-void decode_naive(const Tensor<float>& q, const KvCache& cache, const T* k, const T* v, Tensor<float>& out) {
+void decode_naive(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
-  const KvCacheShape& layout = cache.shape();
+  const KvRows<T> rows = cache.rows<T>();
   const int64_t d = s.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> scores(static_cast<size_t>(s.max_seq_len));
@@ -43,15 +44,14 @@ void decode_naive(const Tensor<float>& q, const KvCache& cache, const T* k, cons
     for (int64_t h = 0; h < s.num_heads; ++h) {
       const int64_t g = h / s.group_size();  // the KV head this query head reads (GQA)
       const float* q_row = q.data() + (b * s.num_heads + h) * d;
-      const T* K = k + layout.offset(b, g, 0);
-      const T* V = v + layout.offset(b, g, 0);
       float* o_row = out.data() + (b * s.num_heads + h) * d;
 
       // 1. s_j = q·k_j / √d, and the max for a stable softmax.
       float max_score = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < L; ++j) {
+        const T* k_j = rows.k + rows.layout.row(b, g, j) * d;
         float dot = 0.0f;
-        for (int64_t c = 0; c < d; ++c) dot += q_row[c] * to_float(K[j * d + c]);
+        for (int64_t c = 0; c < d; ++c) dot += q_row[c] * to_float(k_j[c]);
         scores[size_t(j)] = dot * scale;
         max_score = std::max(max_score, scores[size_t(j)]);
       }
@@ -64,8 +64,9 @@ void decode_naive(const Tensor<float>& q, const KvCache& cache, const T* k, cons
       // 3. out = Σ_j p_j · v_j.
       for (int64_t c = 0; c < d; ++c) o_row[c] = 0.0f;
       for (int64_t j = 0; j < L; ++j) {
+        const T* v_j = rows.v + rows.layout.row(b, g, j) * d;
         const float p = scores[size_t(j)] / sum;
-        for (int64_t c = 0; c < d; ++c) o_row[c] += p * to_float(V[j * d + c]);
+        for (int64_t c = 0; c < d; ++c) o_row[c] += p * to_float(v_j[c]);
       }
     }
   }
@@ -75,9 +76,9 @@ void decode_naive(const Tensor<float>& q, const KvCache& cache, const T* k, cons
 
 void decode_cpu_naive(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   if (cache.dtype() == KvDtype::fp16) {
-    decode_naive(q, cache, cache.k_fp16(), cache.v_fp16(), out);
+    decode_naive<uint16_t>(q, cache, out);
   } else {
-    decode_naive(q, cache, cache.k_fp32(), cache.v_fp32(), out);
+    decode_naive<float>(q, cache, out);  // rows<float>() refuses any other format
   }
 }
 

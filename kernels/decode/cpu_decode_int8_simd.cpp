@@ -20,7 +20,7 @@
 // cpu_decode_keys.h, over int8 rows); this file adds the scales, as Int8Scales below.
 #include "common/half.h"
 #include "kernels/decode/cpu_decode_keys.h"
-#include "kernels/decode/decode_int8.h"
+#include "kernels/decode/decode.h"
 
 namespace inferlab {
 namespace {
@@ -50,42 +50,40 @@ void multiply_by_scales(float* x, const S* scales, int64_t n) {
 
 // The scales of one (sequence, KV head), stored as S (float or fp16 bits), as attend_keys()
 // folds them: per-channel K into the query, per-token K into the scores, V into the
-// probabilities (whole rows, vectorised, between the two streaming passes).
+// probabilities (whole runs, vectorised, between the two streaming passes). Per-token scales
+// are indexed by row (kv_layout.h), per-channel ones by channel.
 template <class S>
 struct Int8Scales {
-  const S* k_row = nullptr;  // K's scales: per token [max_seq_len] or per channel [head_dim]
-  const S* v_row = nullptr;  // V's scales, per token
-  bool per_channel = false;
-  float query_factor(int64_t c) const { return per_channel ? scale_at(k_row, c) : 1.0f; }
-  void scale_scores(int64_t j0, float* s, int64_t n) const {
-    if (!per_channel) multiply_by_scales(s, k_row + j0, n);
+  const S* k_scales = nullptr;  // K's scales of the layer (per token, by row)
+  const S* k_channels = nullptr;  // K's per-channel scales of this (sequence, KV head), or null
+  const S* v_scales = nullptr;  // V's scales of the layer, by row
+  float query_factor(int64_t c) const { return k_channels ? scale_at(k_channels, c) : 1.0f; }
+  void scale_scores(int64_t row0, float* s, int64_t n) const {
+    if (!k_channels) multiply_by_scales(s, k_scales + row0, n);
   }
-  void weight_probabilities(int64_t j0, float* p, int64_t n) const { multiply_by_scales(p, v_row + j0, n); }
+  void weight_probabilities(int64_t row0, float* p, int64_t n) const { multiply_by_scales(p, v_scales + row0, n); }
 };
 
 // The kernel for scales stored as S: see the file comment.
 template <class S>
-void decode_int8(const Tensor<float>& q, const Int8KvCache& cache, const S* k_scales, const S* v_scales,
-                 Tensor<float>& out) {
+void decode_int8(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
-  const bool per_channel = cache.key_scaling() == KeyScaling::per_channel;
+  const KvRows<int8_t, S> rows = cache.rows<int8_t, S>();
   const auto scales_of = [&](int64_t b, int64_t g) {
-    return Int8Scales<S>{
-        k_scales + (per_channel ? cache.channel_scale_index(b, g, 0) : cache.token_scale_index(b, g, 0)),
-        v_scales + cache.token_scale_index(b, g, 0), per_channel};
+    const S* channels = rows.per_channel ? rows.k_scales + rows.layout.head(b, g) * rows.head_dim : nullptr;
+    return Int8Scales<S>{rows.k_scales, channels, rows.v_scales};
   };
-  decode_groups(q, s, cache.shape(), cache.lengths(), cache.max_length(), cache.k_int8().data(), cache.v_int8().data(),
-                scales_of, out);
+  decode_groups(q, s, rows, cache.max_length(), scales_of, out);
 }
 
 }  // namespace
 
-void decode_int8_cpu_simd(const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out) {
-  if (cache.scale_dtype() == ScaleDtype::fp16) {
-    decode_int8(q, cache, cache.k_scales_fp16().data(), cache.v_scales_fp16().data(), out);
+void decode_int8_cpu_simd(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
+  if (cache.format().scale_dtype == ScaleDtype::fp16) {
+    decode_int8<uint16_t>(q, cache, out);
   } else {
-    decode_int8(q, cache, cache.k_scales().data(), cache.v_scales().data(), out);
+    decode_int8<float>(q, cache, out);  // rows<int8_t>() refuses any format but INT8
   }
 }
 

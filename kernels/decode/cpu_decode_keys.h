@@ -17,8 +17,9 @@
 
 #include "common/half.h"
 #include "common/tensor.h"
-#include "kernels/attention/cpu_simd.h"
+#include "kernels/primitives/cpu_simd.h"
 #include "kernels/decode/decode.h"
+#include "kernels/kv/kv_layout.h"
 
 namespace inferlab::decode_keys {
 
@@ -261,33 +262,37 @@ struct GroupScratch {
 };
 
 /// How attend_keys() folds a quantized cache's scales out of its inner loops (the hooks of
-/// cuda_decode.cuh's Rows, on the CPU); tokens j count from the row at attend_keys()'s K and V
-/// pointers. Unscaled, for fp32 and fp16 caches, changes nothing; cpu/decode_int8_simd passes
-/// its INT8 scales. The score and probability hooks work on whole rows of a pass (vectorised),
-/// never one key at a time inside the streaming loops.
+/// cuda_decode.cuh's Rows, on the CPU). Rows are named by their index in the layer (the
+/// layout's row(), which is also the index of a per-token scale). Unscaled, for fp32 and fp16
+/// caches, changes nothing; cpu/decode_int8_simd passes its INT8 scales. The score and
+/// probability hooks work on whole runs of a pass (vectorised), never one key at a time inside
+/// the streaming loops.
 struct Unscaled {
   /// The factor of query element c (per-channel K scales fold in here): 1.
   float query_factor(int64_t) const { return 1.0f; }
-  /// Scales the scores s[0 … n) of keys j0 … j0+n−1 from their dot products (per-token K
-  /// scales): as they are.
+  /// Scales the scores s[0 … n) of the keys in rows row0 … row0+n−1 from their dot products
+  /// (per-token K scales): as they are.
   void scale_scores(int64_t, float*, int64_t) const {}
-  /// Turns the probabilities p[0 … n) of value rows j0 … j0+n−1 into their weights (V scales):
-  /// as they are.
+  /// Turns the probabilities p[0 … n) of value rows row0 … row0+n−1 into their weights (V
+  /// scales): as they are.
   void weight_probabilities(int64_t, float*, int64_t) const {}
 };
 
-// The decode work of one (sequence, KV head) — or of one split of its keys (chapter 05's
+// The decode work of one (sequence b, KV head g) — or of one split of its keys (chapter 05's
 // split-KV decode): the @p group query rows at @p q_rows (consecutive rows of d floats) attend
-// keys [begin, end) of @p K and @p V (rows of d elements of T, row 0 at the pointer), end > begin.
+// keys [begin, end) of (b, g) in @p rows (end > begin), read where the layout puts them: run
+// by run (kv_layout.h — one run for the contiguous layout, one per block for a paged one).
 // Writes, per query row r, the unnormalised output acc[r·d_pad + c] = Σ_j exp(s_j − m_r)·v_j[c]
 // (c < d_pad, padding 0), the max m_r = max[r] of its scores s_j = q·k_j/√d and the sum
 // sum[r] = Σ_j exp(s_j − m_r): out = acc / sum for the whole range, or a partial result that
 // the split-KV reduce rescales by exp(m_r − m). Reads each K and V row once for the whole group
 // (two streaming passes, kKeys rows per step, prefetching the next step's rows). @p scales folds
 // a quantized cache's scales into the query, the scores and the probabilities (Unscaled: none).
-template <class T, class Scales = Unscaled>
-void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, const T* V, int64_t begin, int64_t end,
-                 GroupScratch& scratch, float* acc, float* max, float* sum, const Scales& scales = {}) {
+template <class T, class S, class Layout, class Scales = Unscaled>
+void attend_keys(const float* q_rows, int64_t group, const KvRows<T, S, Layout>& rows, int64_t b, int64_t g,
+                 int64_t begin, int64_t end, GroupScratch& scratch, float* acc, float* max, float* sum,
+                 const Scales& scales = {}) {
+  const int64_t d = rows.head_dim;
   const int64_t d_pad = simd::round_up(d, kLanes), n_keys = end - begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Rows are read in place when they are whole vectors — fp16 rows only when each serves one
@@ -303,6 +308,17 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
     for (int64_t c = 0; c < d; ++c) dst[c] = q_rows[r * d + c] * scale * scales.query_factor(c);
     std::fill(dst + d, dst + d_pad, 0.0f);
   }
+
+  // Calls @p pass(first row, tokens, offset of the first token from begin) for each run of
+  // consecutive rows that keys [begin, end) occupy.
+  const auto for_each_run = [&](const auto& pass) {
+    for (int64_t j = begin; j < end;) {
+      const KvRun run = rows.layout.run(b, g, j);
+      const int64_t n = std::min(run.length, end - j);
+      pass(run.row, n, j - begin);
+      j += n;
+    }
+  };
 
   // Runs both passes with the row source, row length and group size that fit: in place with
   // the length as a compile-time constant for head dims 64 and 128 (the whole row and its
@@ -320,19 +336,24 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
       }
     }();
     float* tile = scratch.tile.data();
-    stream_keys<kInPlace, ahead>(K, row_len, begin, end, scratch.q_group.data(), group_size, dim, tile, scores, stride);
+    // Pass 1, run by run: dot products, then the scores from them (per-token K scales).
+    for_each_run([&](int64_t row, int64_t n, int64_t at) {
+      stream_keys<kInPlace, ahead>(rows.k + row * d, row_len, 0, n, scratch.q_group.data(), group_size, dim, tile,
+                                   scores + at, stride);
+      for (int64_t r = 0; r < group; ++r) scales.scale_scores(row, scores + r * stride + at, n);
+    });
 
-    // Scores from dot products (per-token K scales), softmax numerators (exp(s − max),
-    // vectorised; the max and the sum are kept per head), then the V rows' weights (V scales).
-    for (int64_t r = 0; r < group; ++r) {
-      float* row = scores + r * stride;
-      scales.scale_scores(begin, row, n_keys);
-      sum[r] = simd::softmax_numerator(row, n_keys, n_keys, -std::numeric_limits<float>::infinity(), &max[r]);
-      scales.weight_probabilities(begin, row, n_keys);
-    }
+    // Softmax numerators (exp(s − max), vectorised; the max and the sum are kept per head).
+    for (int64_t r = 0; r < group; ++r)
+      sum[r] = simd::softmax_numerator(scores + r * stride, n_keys, n_keys, -std::numeric_limits<float>::infinity(),
+                                       &max[r]);
 
+    // Pass 2, run by run: the V rows' weights (V scales), then Σ p·v.
     std::fill(acc, acc + group * d_pad, 0.0f);
-    stream_values<kInPlace, ahead>(V, row_len, begin, end, scores, group_size, dim, tile, stride, acc);
+    for_each_run([&](int64_t row, int64_t n, int64_t at) {
+      for (int64_t r = 0; r < group; ++r) scales.weight_probabilities(row, scores + r * stride + at, n);
+      stream_values<kInPlace, ahead>(rows.v + row * d, row_len, 0, n, scores + at, group_size, dim, tile, stride, acc);
+    });
   };
   const auto with_group = [&](auto in_place_tag, auto dim) {
     if (group == 1) {
@@ -352,14 +373,13 @@ void attend_keys(const float* q_rows, int64_t group, int64_t d, const T* K, cons
   }
 }
 
-// One whole decode step over a contiguous cache of T (layout @p cache, rows at @p k and @p v):
-// OpenMP over (sequence, KV head) items, dynamic schedule (a ragged batch's items differ in
-// cost); each runs attend_keys() over the sequence's @p lengths[b] keys with the Scales that
-// @p scales_of(b, g) returns, then out = acc / sum for the group's query heads. @p s is the
-// checked shape (decode_shape()), @p max_length the longest length.
-template <class T, class ScalesOf>
-void decode_groups(const Tensor<float>& q, const DecodeShape& s, const KvCacheShape& cache,
-                   const std::vector<int32_t>& lengths, int64_t max_length, const T* k, const T* v,
+// One whole decode step over the layer @p rows: OpenMP over (sequence, KV head) items, dynamic
+// schedule (a ragged batch's items differ in cost); each runs attend_keys() over the sequence's
+// lengths[b] keys with the Scales that @p scales_of(b, g) returns, then out = acc / sum for the
+// group's query heads. @p s is the checked shape (decode_shape()), @p max_length the longest
+// length.
+template <class T, class S, class Layout, class ScalesOf>
+void decode_groups(const Tensor<float>& q, const DecodeShape& s, const KvRows<T, S, Layout>& rows, int64_t max_length,
                    const ScalesOf& scales_of, Tensor<float>& out) {
   const int64_t d = s.head_dim, group = s.group_size();
   const int64_t d_pad = simd::round_up(d, kLanes);
@@ -374,8 +394,8 @@ void decode_groups(const Tensor<float>& q, const DecodeShape& s, const KvCacheSh
     for (int64_t item = 0; item < s.batch * s.num_kv_heads; ++item) {
       const int64_t b = item / s.num_kv_heads, g = item % s.num_kv_heads;
       const int64_t h0 = g * group;  // query heads h0 .. h0+group-1 read KV head g
-      attend_keys(q.data() + (b * s.num_heads + h0) * d, group, d, k + cache.offset(b, g, 0), v + cache.offset(b, g, 0),
-                  0, lengths[size_t(b)], scratch, acc.data(), row_max.data(), row_sum.data(), scales_of(b, g));
+      attend_keys(q.data() + (b * s.num_heads + h0) * d, group, rows, b, g, 0, rows.lengths[b], scratch, acc.data(),
+                  row_max.data(), row_sum.data(), scales_of(b, g));
       for (int64_t r = 0; r < group; ++r) {
         float* o_row = out.data() + (b * s.num_heads + h0 + r) * d;
         const float* a = acc.data() + r * d_pad;

@@ -42,20 +42,20 @@ namespace {
 using namespace decode_keys;
 
 template <class T>
-void decode_simd(const Tensor<float>& q, const KvCache& cache, const T* k, const T* v, Tensor<float>& out) {
+void decode_simd(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
   const auto unscaled = [](int64_t, int64_t) { return Unscaled{}; };  // fp32/fp16 rows: no scales
-  decode_groups(q, s, cache.shape(), cache.lengths(), cache.max_length(), k, v, unscaled, out);
+  decode_groups(q, s, cache.rows<T>(), cache.max_length(), unscaled, out);
 }
 
 }  // namespace
 
 void decode_cpu_simd(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   if (cache.dtype() == KvDtype::fp16) {
-    decode_simd(q, cache, cache.k_fp16(), cache.v_fp16(), out);
+    decode_simd<uint16_t>(q, cache, out);
   } else {
-    decode_simd(q, cache, cache.k_fp32(), cache.v_fp32(), out);
+    decode_simd<float>(q, cache, out);  // rows<float>() refuses any other format
   }
 }
 

@@ -42,14 +42,14 @@ namespace inferlab::INFERLAB_BACKEND_NS {
 // The kernel (decode_rows_kernel), the row split and the launch checks are in cuda_decode.cuh,
 // shared with chapter 04's cuda/decode_int8; this version reads rows as stored (CachedRows).
 template <class T>
-void decode_device(const DeviceDecodeOf<T>& p, cudaStream_t stream) {
+void decode_device(const DeviceDecode<T>& p, cudaStream_t stream) {
   constexpr int kVectorWidth = sizeof(T) == 4 ? 4 : 8;  // 16-byte loads
-  const CachedRows<T> rows{{p.cache.k, p.cache.v}, p.cache.lengths};
+  const CachedRows<T> rows{{p.cache}};
   launch_decode_rows<CachedRows<T>, kVectorWidth>(rows, p.q, p.out, p.shape, p.max_length, stream, "cuda/decode");
 }
 
-template void decode_device<float>(const DeviceDecodeOf<float>&, cudaStream_t);
-template void decode_device<__half>(const DeviceDecodeOf<__half>&, cudaStream_t);
+template void decode_device<float>(const DeviceDecode<float>&, cudaStream_t);
+template void decode_device<__half>(const DeviceDecode<__half>&, cudaStream_t);
 
 namespace {
 
@@ -57,9 +57,9 @@ template <class T>
 void decode_host(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape shape = decode_shape(q, cache);
   check_decode_output(out, shape);
-  const DeviceKvCacheCopy<T> device_cache(cache);
+  const DeviceKvCache device_cache(cache);
   decode_on_host_tensors(q, out, "cuda/decode", [&](const float* q_device, float* out_device) {
-    decode_device(DeviceDecodeOf<T>{q_device, device_cache.view(), out_device, shape, int(cache.max_length())},
+    decode_device(DeviceDecode<T>{q_device, device_cache.rows<T>(), out_device, shape, int(cache.max_length())},
                   nullptr);
   });
 }
@@ -70,7 +70,7 @@ void decode_cuda(const Tensor<float>& q, const KvCache& cache, Tensor<float>& ou
   if (cache.dtype() == KvDtype::fp16) {
     decode_host<__half>(q, cache, out);
   } else {
-    decode_host<float>(q, cache, out);
+    decode_host<float>(q, cache, out);  // rows<float>() refuses any other format
   }
 }
 

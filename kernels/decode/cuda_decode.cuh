@@ -2,24 +2,24 @@
 // Shared plumbing of the chapter-03 CUDA code (compiled for sim and cuda). Two layers, as in
 // chapter 02 (kernels/attention/cuda_prefill.cuh):
 //
-//   device level   decode_device<T>, kv_append_device<T>: the cache, the queries and the output
-//                  already in device memory, work queued on a stream, no copy, no allocation,
-//                  no wait. What a model calls every step and what the benchmark times.
-//   host tensors   decode_cuda, kv_append_cuda (cuda_decode.h): the DecodeFn / KvAppendFn
-//                  signatures that tests and the CLI use — a thin wrapper: DeviceKvCacheCopy
-//                  uploads the host cache (poisoned tail included), the wrapper calls the
-//                  device level, then waits, checks and copies back (decode_on_host_tensors,
-//                  shared with chapter 04's and 05's wrappers).
+//   device level   decode_device<T>, decode_int8_device<S>: the cache, the queries and the
+//                  output already in device memory, work queued on a stream, no copy, no
+//                  allocation, no wait. What a model calls every step and what the benchmark
+//                  times.
+//   host tensors   decode_cuda, decode_int8_cuda, decode_fp8_cuda (cuda_decode.h): the DecodeFn
+//                  signature that tests and the CLI use — a thin wrapper: DeviceKvCache uploads
+//                  the host cache (poisoned rows included), the wrapper calls the device level,
+//                  then waits, checks and copies back (decode_on_host_tensors, shared with
+//                  chapter 05's wrappers).
 //
-// T is the cache's element type on the device: float (KvDtype::fp32) or __half (fp16; the same
-// 16 bits the host KvCache stores).
+// The cache on the device is kernels/kv/cuda_kv_cache.cuh's DeviceKvCache; a kernel reads it as
+// KvRows (kv_layout.h): rows where the cache's layout puts them, and their scales.
 //
 // It also holds the decode kernel itself, decode_rows_kernel<Rows, W, C>, as a template over
 // how cached rows are read (Rows): cuda/decode instantiates it with CachedRows<T> (fp32/fp16
-// rows as stored), chapter 04's cuda/decode_int8 with int8 rows and their scales
-// (kernels/quant/cuda_int8_kv_cache.cuh) and cuda/decode_fp8 with E4M3 rows
-// (cuda_decode_fp8.cu). The layout of the work, the reductions and the softmax are written
-// once; cuda_decode.cu explains them.
+// rows as stored), chapter 04's cuda/decode_int8 with Int8Rows (int8 rows and their scales)
+// and cuda/decode_fp8 with Fp8Rows (E4M3 rows). The layout of the work, the reductions and the
+// softmax are written once; cuda_decode.cu explains them.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -27,26 +27,19 @@
 #include <vector>
 
 #include "common/check.h"
-#include "kernels/attention/softmax_warp.cuh"
+#include "kernels/primitives/softmax_warp.cuh"
 #include "kernels/decode/decode.h"
-#include "kernels/device_buffer.cuh"
+#include "kernels/primitives/device_buffer.cuh"
+#include "kernels/kv/cuda_kv_cache.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 
-// A contiguous KV cache in device memory (layout in kv_cache.h).
-template <class T>
-struct DeviceKvCacheOf {
-  T* k = nullptr;                // [batch][num_kv_heads][max_seq_len][head_dim]
-  T* v = nullptr;                // same
-  const int* lengths = nullptr;  // [batch]: tokens cached per sequence
-  KvCacheShape shape;
-};
-
-// One decode step in device memory: q and out [batch, num_heads, head_dim] (fp32).
-template <class T>
-struct DeviceDecodeOf {
+// One decode step in device memory: q and out [batch, num_heads, head_dim] (fp32), the cache's
+// rows of element type T with scales S (kv_layout.h: KvRows, device pointers).
+template <class T, class S = float>
+struct DeviceDecode {
   const float* q = nullptr;
-  DeviceKvCacheOf<T> cache;
+  KvRows<T, S> cache;
   float* out = nullptr;
   DecodeShape shape;
   // An upper bound on every lengths[b] (the host knows it: the scheduler's longest sequence).
@@ -55,51 +48,17 @@ struct DeviceDecodeOf {
   int max_length = 0;
 };
 
-// cuda/decode (cuda_decode.cu): one block per (query head, sequence). Queues the kernel on
-// @p stream. Throws std::invalid_argument when head_dim > 512 or the scores of max_length keys
-// do not fit in this device's shared memory per block (chapter 05's split-KV decode then),
-// std::runtime_error on a launch error.
+// cuda/decode (cuda_decode.cu), T = float or __half: one block per (query head, sequence).
+// Queues the kernel on @p stream. Throws std::invalid_argument when head_dim > 512 or the
+// scores of max_length keys do not fit in this device's shared memory per block (chapter 05's
+// split-KV decode then), std::runtime_error on a launch error.
 template <class T>
-void decode_device(const DeviceDecodeOf<T>& problem, cudaStream_t stream);
+void decode_device(const DeviceDecode<T>& problem, cudaStream_t stream);
 
-// The append kernel (cuda_append.cu): writes k_new and v_new ([batch, num_kv_heads, head_dim],
-// fp32, converted to T) into slot lengths[b] of each sequence. It does not change lengths (the
-// caller advances them, as the host-side scheduler owns them); a slot outside
-// [0, max_seq_len) is skipped, never written — the host checks capacity first and throws.
-template <class T>
-void kv_append_device(const DeviceKvCacheOf<T>& cache, const float* k_new, const float* v_new, cudaStream_t stream);
-
-// The device copy of a host KvCache: K and V bytes (poisoned tail included) and the lengths.
-template <class T>
-class DeviceKvCacheCopy {
- public:
-  explicit DeviceKvCacheCopy(const KvCache& cache)
-      : shape_(cache.shape()),
-        k_(cache.bytes_per_tensor() / sizeof(T)),
-        v_(cache.bytes_per_tensor() / sizeof(T)),
-        lengths_(size_t(cache.shape().batch)) {
-    check_cuda(cudaMemcpy(k_.data(), cache.k_bytes(), cache.bytes_per_tensor(), cudaMemcpyHostToDevice),
-               "cudaMemcpy (upload K cache)");
-    check_cuda(cudaMemcpy(v_.data(), cache.v_bytes(), cache.bytes_per_tensor(), cudaMemcpyHostToDevice),
-               "cudaMemcpy (upload V cache)");
-    lengths_.upload(reinterpret_cast<const int*>(cache.lengths().data()));
-  }
-
-  DeviceKvCacheOf<T> view() const { return {k_.data(), v_.data(), lengths_.data(), shape_}; }
-
-  // Copies K and V back into @p cache (its lengths are the caller's business).
-  void download(KvCache& cache) const {
-    check_cuda(cudaMemcpy(cache.k_bytes(), k_.data(), cache.bytes_per_tensor(), cudaMemcpyDeviceToHost),
-               "cudaMemcpy (download K cache)");
-    check_cuda(cudaMemcpy(cache.v_bytes(), v_.data(), cache.bytes_per_tensor(), cudaMemcpyDeviceToHost),
-               "cudaMemcpy (download V cache)");
-  }
-
- private:
-  KvCacheShape shape_;
-  DeviceBuffer<T> k_, v_;
-  DeviceBuffer<int> lengths_;
-};
+// cuda/decode_int8 (cuda_decode_int8.cu), scales S = float or __half: the same kernel over INT8
+// rows. Throws as decode_device.
+template <class S>
+void decode_int8_device(const DeviceDecode<int8_t, S>& problem, cudaStream_t stream);
 
 // ---- The decode kernel, shared by cuda/decode and cuda/decode_int8 (see cuda_decode.cu) ----
 
@@ -166,32 +125,36 @@ __device__ inline void load_row_vector(const int8_t* p, float (&x)[W]) {
 template <int W>
 __device__ void load_row_vector(const uint8_t* p, float (&x)[W]);
 
-// K and V rows of element type T (float, __half, int8_t or FP8 codes as uint8_t) read W
-// elements at a time as floats.
-template <class T>
+// The Rows of decode_rows_kernel: K and V rows of element type T (float, __half, int8_t or FP8
+// codes as uint8_t) with scales S, read through the cache's layout (kv_layout.h) W elements at
+// a time as floats. The hooks fold a quantized cache's scales out of the inner loops; for a
+// plain fp32/fp16 cache (CachedRows) they change nothing.
+template <class T, class S = float>
 struct RowLoads {
-  const T* k = nullptr;
-  const T* v = nullptr;
-  // Element `at` of K / V onward, W of them, as floats.
+  KvRows<T, S> cache;
+  // Tokens cached for sequence b.
+  __device__ int length(int b) const { return cache.lengths[b]; }
+  // The row of token j of KV head g of sequence b.
+  __device__ size_t row(int b, int g, int j) const { return size_t(cache.layout.row(b, g, j)); }
+  // Element `at` (row · head_dim + column) of K / V onward, W of them, as floats.
   template <int W>
   __device__ void load_key(size_t at, float (&x)[W]) const {
-    load_row_vector<W>(k + at, x);
+    load_row_vector<W>(cache.k + at, x);
   }
   template <int W>
   __device__ void load_value(size_t at, float (&x)[W]) const {
-    load_row_vector<W>(v + at, x);
+    load_row_vector<W>(cache.v + at, x);
   }
 };
 
 // The Rows of a plain fp32/fp16 cache: rows read as stored, no scales.
 template <class T>
 struct CachedRows : RowLoads<T> {
-  const int* lengths = nullptr;
-  // Factor of query element c of KV head `head` (index head·head_dim + c): 1.
-  __device__ float query_factor(size_t) const { return 1.0f; }
-  // The score of key `token` (index head·max_seq_len + j) from its dot product: as is.
+  // Factor of query element c for KV head g of sequence b: 1.
+  __device__ float query_factor(int, int, int) const { return 1.0f; }
+  // The score of the key in row `row` from its dot product: as is.
   __device__ float score(size_t, float dot) const { return dot; }
-  // The weight of value row `token` from its probability: as is.
+  // The weight of value row `row` from its probability: as is.
   __device__ float value_weight(size_t, float p) const { return p; }
 };
 
@@ -200,23 +163,20 @@ struct CachedRows : RowLoads<T> {
 // load; C: vectors per lane per row.
 template <class Rows, int W, int C>
 __global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int num_heads, int group_size,
-                                   int max_seq_len, int head_dim, int lanes_per_key, int max_length, float scale) {
+                                   int head_dim, int lanes_per_key, int max_length, float scale) {
   SIMT_DYNAMIC_SHARED(float, shared);
   float* scores = shared;                // [max_length]: scores, then probabilities (unnormalised)
   float* partial = shared + max_length;  // [kDecodeWarps][head_dim]: each warp's Σ p·v
   __shared__ float slots[32];            // block_reduce's one float per warp
   const unsigned full = 0xffffffffu;
   const int h = blockIdx.x, b = blockIdx.y;
-  const int g = h / group_size, num_kv_heads = num_heads / group_size;
-  const int L = rows.lengths[b];
+  const int g = h / group_size;
+  const int L = rows.length(b);
   float* o = out + (size_t(b) * num_heads + h) * head_dim;
   if (L <= 0 || L > max_length) {  // uniform over the block: no thread waits at a barrier below
     for (int c = threadIdx.x; c < head_dim; c += blockDim.x) o[c] = L <= 0 ? 0.0f : NAN;
     return;
   }
-  const size_t head = size_t(b) * num_kv_heads + g;
-  const size_t first_token = head * size_t(max_seq_len);  // index of (head, token 0)
-  const size_t first_element = first_token * head_dim;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int G = lanes_per_key;
@@ -232,7 +192,7 @@ __global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int nu
     const int vec = slot + i * G;
     for (int w = 0; w < W; ++w) {
       const int c = vec * W + w;
-      q_reg[i][w] = vec < n ? q_row[c] * scale * rows.query_factor(head * head_dim + c) : 0.0f;
+      q_reg[i][w] = vec < n ? q_row[c] * scale * rows.query_factor(b, g, c) : 0.0f;
     }
   }
 
@@ -240,19 +200,20 @@ __global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int nu
   // every shuffle.
   for (int j0 = warp * keys_per_warp; j0 < L; j0 += keys_per_step) {
     const int j = j0 + key_in_warp;
+    const size_t row = j < L ? rows.row(b, g, j) : 0;  // where the layout keeps key j
     float dot = 0.0f;
     if (j < L) {  // never touch a slot past the sequence's end
       for (int i = 0; i < C; ++i) {
         const int vec = slot + i * G;
         if (vec < n) {
           float x[W];
-          rows.template load_key<W>(first_element + size_t(j) * head_dim + vec * W, x);
+          rows.template load_key<W>(row * head_dim + vec * W, x);
           for (int w = 0; w < W; ++w) dot += q_reg[i][w] * x[w];
         }
       }
     }
     for (int offset = G / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(full, dot, offset);
-    if (slot == 0 && j < L) scores[j] = rows.score(first_token + j, dot);
+    if (slot == 0 && j < L) scores[j] = rows.score(row, dot);
   }
   __syncthreads();  // every score is in shared memory before any thread reads one
 
@@ -267,12 +228,13 @@ __global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int nu
   for (int j0 = warp * keys_per_warp; j0 < L; j0 += keys_per_step) {
     const int j = j0 + key_in_warp;
     if (j >= L) continue;
-    const float p = rows.value_weight(first_token + j, scores[j]);
+    const size_t row = rows.row(b, g, j);
+    const float p = rows.value_weight(row, scores[j]);
     for (int i = 0; i < C; ++i) {
       const int vec = slot + i * G;
       if (vec < n) {
         float x[W];
-        rows.template load_value<W>(first_element + size_t(j) * head_dim + vec * W, x);
+        rows.template load_value<W>(row * head_dim + vec * W, x);
         for (int w = 0; w < W; ++w) acc[i][w] += p * x[w];
       }
     }
@@ -344,8 +306,8 @@ cudaError_t launch_decode_rows_wc(const Rows& rows, const float* q, float* out, 
                "cudaFuncSetAttribute (decode scores)");
   }
   return simt::launch(kernel, dim3(unsigned(s.num_heads), unsigned(s.batch)), dim3(kDecodeThreads), shared_bytes,
-                      stream, q, rows, out, int(s.num_heads), int(s.group_size()), int(s.max_seq_len), int(s.head_dim),
-                      lanes_per_key, max_length, 1.0f / std::sqrt(static_cast<float>(s.head_dim)));
+                      stream, q, rows, out, int(s.num_heads), int(s.group_size()), int(s.head_dim), lanes_per_key,
+                      max_length, 1.0f / std::sqrt(static_cast<float>(s.head_dim)));
 }
 
 template <class Rows, int W>

@@ -1,5 +1,5 @@
-// cuda/decode_fp8 — chapter 04: one decode step over an FP8 E4M3 KV cache (kernels/quant/
-// fp8_kv_cache.h), dequantized in the kernel. The same bytes as cuda/decode_int8 (1 per cached
+// cuda/decode_fp8 — chapter 04: one decode step over an FP8 E4M3 KV cache (kernels/kv/
+// kv_cache.h), dequantized in the kernel. The same bytes as cuda/decode_int8 (1 per cached
 // element, plus a scale per row); the difference is the format: 3 mantissa bits and an exponent,
 // so each element keeps a relative precision instead of INT8's fixed step.
 //
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "kernels/decode/cuda_decode.cuh"
-#include "kernels/decode/decode_fp8.h"
-#include "kernels/quant/fp8_e4m3.h"
+#include "kernels/decode/cuda_decode.h"
+#include "kernels/kv/fp8_e4m3.h"
 #if !INFERLAB_BACKEND_IS_SIM
 #include <cuda_fp8.h>
 #endif
@@ -74,33 +74,21 @@ __device__ void load_row_vector(const uint8_t* p, float (&x)[W]) {
 
 namespace {
 
-// The Rows of decode_rows_kernel for an FP8 cache: E4M3 codes, one fp32 scale per row.
+// The Rows of decode_rows_kernel for an FP8 cache: E4M3 codes, one fp32 scale per row (at the
+// row's index, kv_layout.h).
 struct Fp8Rows : RowLoads<uint8_t> {
-  const float* k_scales = nullptr;  // [batch][num_kv_heads][max_seq_len]
-  const float* v_scales = nullptr;  // same
-  const int* lengths = nullptr;
-  __device__ float query_factor(size_t) const { return 1.0f; }
-  __device__ float score(size_t token, float dot) const { return dot * k_scales[token]; }  // once per key
-  __device__ float value_weight(size_t token, float p) const { return p * v_scales[token]; }
+  __device__ float query_factor(int, int, int) const { return 1.0f; }
+  __device__ float score(size_t row, float dot) const { return dot * cache.k_scales[row]; }  // once per key
+  __device__ float value_weight(size_t row, float p) const { return p * cache.v_scales[row]; }
 };
-
-// A device copy of a host vector (std::vector or the caches' HugePageBuffer).
-template <class T, class Allocator>
-DeviceBuffer<T> upload(const std::vector<T, Allocator>& host) {
-  DeviceBuffer<T> buffer(host.size());
-  buffer.upload(host.data());
-  return buffer;
-}
 
 }  // namespace
 
-void decode_fp8_cuda(const Tensor<float>& q, const Fp8KvCache& cache, Tensor<float>& out) {
+void decode_fp8_cuda(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
-  const DeviceBuffer<uint8_t> k = upload(cache.k_fp8()), v = upload(cache.v_fp8());
-  const DeviceBuffer<float> k_scales = upload(cache.k_scales()), v_scales = upload(cache.v_scales());
-  const DeviceBuffer<int> lengths = upload(std::vector<int>(cache.lengths().begin(), cache.lengths().end()));
-  const Fp8Rows rows{{k.data(), v.data()}, k_scales.data(), v_scales.data(), lengths.data()};
+  const DeviceKvCache device_cache(cache);
+  const Fp8Rows rows{{device_cache.rows<uint8_t>()}};  // refuses any format but FP8
   const int max_length = int(cache.max_length());
   decode_on_host_tensors(q, out, "cuda/decode_fp8", [&](const float* q_device, float* out_device) {
     if (s.head_dim % 16 == 0) {  // 16 codes = one 16-byte load

@@ -3,7 +3,7 @@
 //
 // The kernel is chapter 03's (decode_rows_kernel in cuda_decode.cuh: block per (query head,
 // sequence), key groups of G lanes, block reductions, softmax in shared memory) with int8 rows:
-// Int8Rows (cuda_int8_kv_cache.cuh) widens 16 int8 per 16-byte load (a uint4; char4 loads when
+// Int8Rows (below) widens 16 int8 per 16-byte load (a uint4; char4 loads when
 // head_dim is a multiple of 4 only, else single bytes) and folds the scales out of the loops:
 //   per-channel K: q'_c = q_c · Δk_c / √d, once per block;
 //   per-token K:   s_j = Δk_j · (q' · k̂_j), one multiply per score;
@@ -23,16 +23,41 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/decode/decode_int8.h"
-#include "kernels/quant/cuda_int8_kv_cache.cuh"
+#include "kernels/decode/cuda_decode.cuh"
+#include "kernels/decode/cuda_decode.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 
 namespace {
 
+__device__ inline float scale_value(float s) {
+  return s;
+}
+__device__ inline float scale_value(__half s) {
+  return __half2float(s);
+}
+
+// The Rows of decode_rows_kernel for an INT8 cache whose scales are stored as S (float or
+// __half): int8 rows widened to float in the loads, the scales folded out of the inner loops —
+// per-channel K into the query (q'_c = q_c·Δk_c), per-token K into the score (s_j = Δk_j·(q·k̂_j)),
+// V into the probability (p_j·Δv_j). Per-token scales sit at the row's index (kv_layout.h).
 template <class S>
-void launch_int8(const DeviceDecodeInt8& p, const S* k_scales, const S* v_scales, cudaStream_t stream) {
-  const Int8Rows<S> rows{{p.cache.k, p.cache.v}, k_scales, v_scales, p.cache.lengths, p.cache.per_channel};
+struct Int8Rows : RowLoads<int8_t, S> {
+  __device__ float query_factor(int b, int g, int c) const {
+    const KvRows<int8_t, S>& r = this->cache;
+    return r.per_channel ? scale_value(r.k_scales[size_t(r.layout.head(b, g)) * size_t(r.head_dim) + c]) : 1.0f;
+  }
+  __device__ float score(size_t row, float dot) const {
+    return this->cache.per_channel ? dot : dot * scale_value(this->cache.k_scales[row]);
+  }
+  __device__ float value_weight(size_t row, float p) const { return p * scale_value(this->cache.v_scales[row]); }
+};
+
+}  // namespace
+
+template <class S>
+void decode_int8_device(const DeviceDecode<int8_t, S>& p, cudaStream_t stream) {
+  const Int8Rows<S> rows{{p.cache}};
   constexpr int kVectorWidth = 16;  // 16 int8 = one 16-byte load
   if (p.shape.head_dim % kVectorWidth == 0) {
     launch_decode_rows<Int8Rows<S>, kVectorWidth>(rows, p.q, p.out, p.shape, p.max_length, stream, "cuda/decode_int8");
@@ -41,23 +66,29 @@ void launch_int8(const DeviceDecodeInt8& p, const S* k_scales, const S* v_scales
   }
 }
 
-}  // namespace
+template void decode_int8_device<float>(const DeviceDecode<int8_t, float>&, cudaStream_t);
+template void decode_int8_device<__half>(const DeviceDecode<int8_t, __half>&, cudaStream_t);
 
-void decode_int8_device(const DeviceDecodeInt8& p, cudaStream_t stream) {
-  if (p.cache.k_scales_fp16 != nullptr) {
-    launch_int8<__half>(p, p.cache.k_scales_fp16, p.cache.v_scales_fp16, stream);
-  } else {
-    launch_int8<float>(p, p.cache.k_scales, p.cache.v_scales, stream);
-  }
-}
+namespace {
 
-void decode_int8_cuda(const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out) {
+template <class S>
+void decode_int8_host(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
-  const DeviceInt8KvCacheCopy device_cache(cache);
+  const DeviceKvCache device_cache(cache);
   decode_on_host_tensors(q, out, "cuda/decode_int8", [&](const float* q_device, float* out_device) {
-    decode_int8_device({q_device, device_cache.view(), out_device, s, int(cache.max_length())}, nullptr);
+    decode_int8_device<S>({q_device, device_cache.rows<int8_t, S>(), out_device, s, int(cache.max_length())}, nullptr);
   });
+}
+
+}  // namespace
+
+void decode_int8_cuda(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
+  if (cache.format().scale_dtype == ScaleDtype::fp16) {
+    decode_int8_host<__half>(q, cache, out);
+  } else {
+    decode_int8_host<float>(q, cache, out);  // rows<int8_t>() refuses any format but INT8
+  }
 }
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

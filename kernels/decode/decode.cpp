@@ -13,10 +13,8 @@
 namespace inferlab {
 
 DecodeShape decode_shape(const Tensor<float>& q, const KvCache& cache) {
-  return decode_shape(q, cache.shape(), cache.lengths());
-}
-
-DecodeShape decode_shape(const Tensor<float>& q, const KvCacheShape& c, const std::vector<int32_t>& lengths) {
+  const KvCacheShape& c = cache.shape();
+  const std::vector<int32_t>& lengths = cache.lengths();
   check_rank(q, 3, "q");
   const DecodeShape shape{q.dim(0), q.dim(1), c.num_kv_heads, c.max_seq_len, q.dim(2)};
   require_positive("num_heads (q.shape[1])", shape.num_heads);
@@ -39,12 +37,21 @@ void check_decode_output(const Tensor<float>& out, const DecodeShape& shape) {
 Cost decode_step_cost(const KvCache& cache, int64_t num_heads) {
   Cost total;
   const KvCacheShape& c = cache.shape();
+  const KvFormat& format = cache.format();
+  const double G = double(c.num_kv_heads), d = double(c.head_dim), s = double(format.scale_bytes());
   for (int64_t b = 0; b < c.batch; ++b) {
     if (cache.length(b) == 0) continue;
-    const Cost one = decode_attention_cost({num_heads, c.num_kv_heads, cache.length(b), c.head_dim},
-                                           double(bytes_per_element(cache.dtype())));
-    total.flops += one.flops;
-    total.bytes += one.bytes;
+    const double L = double(cache.length(b));
+    if (!format.quantized()) {
+      const Cost one = decode_attention_cost({num_heads, c.num_kv_heads, cache.length(b), c.head_dim},
+                                             double(format.element_bytes()));
+      total.flops += one.flops;
+      total.bytes += one.bytes;
+      continue;
+    }
+    total.flops += decode_attention_cost({num_heads, c.num_kv_heads, cache.length(b), c.head_dim}, 1.0).flops;
+    const double k_scales = format.per_channel() ? d : L;
+    total.bytes += 2.0 * G * L * d + G * (L + k_scales) * s + 2.0 * double(num_heads) * d * 4.0;
   }
   return total;
 }

@@ -9,9 +9,11 @@
 ///     out[b][h] = softmax(q[b][h] · K[b][g]ᵀ / √head_dim) · V[b][g],   g = h / group_size
 ///
 /// where K[b][g] and V[b][g] are the first lengths[b] rows of KV head g of sequence b
-/// (kv_cache.h). Layouts (row-major): q and out are [batch, num_heads, head_dim]; the cache is
-/// [batch][num_kv_heads][max_seq_len][head_dim]. Decoding token t of a sequence gives row t of
-/// the chapter-02 causal prefill over its first t+1 tokens.
+/// (kernels/kv/kv_cache.h; quantized formats are dequantized, x̂ = scale · code). Layouts
+/// (row-major): q and out are [batch, num_heads, head_dim]; the cache's rows are where its
+/// layout puts them (kv_layout.h: [batch][num_kv_heads][max_seq_len][head_dim] when
+/// contiguous). Decoding token t of a sequence gives row t of the chapter-02 causal prefill over
+/// its first t+1 tokens.
 ///
 /// Cost of one step (common/cost.h, per sequence with L = lengths[b]): 4·L·d FLOPs per query
 /// head; K and V of every cached token are read once per KV head: e·(2·L·d·num_kv_heads +
@@ -23,7 +25,7 @@
 
 #include "common/cost.h"
 #include "common/tensor.h"
-#include "kernels/decode/kv_cache.h"
+#include "kernels/kv/kv_cache.h"
 
 namespace inferlab {
 
@@ -47,33 +49,40 @@ struct DecodeShape {
 /// ("lengths[b] = 0": decode needs the new token appended first).
 DecodeShape decode_shape(const Tensor<float>& q, const KvCache& cache);
 
-/// The check behind every decode_shape() overload (this cache's, and chapter 04's quantized
-/// caches'): @p q against a cache of sizes @p cache whose sequences hold @p lengths tokens.
-DecodeShape decode_shape(const Tensor<float>& q, const KvCacheShape& cache, const std::vector<int32_t>& lengths);
-
 /// Checks that @p out is [batch, num_heads, head_dim] (versions write into a caller-allocated
 /// output).
 void check_decode_output(const Tensor<float>& out, const DecodeShape& shape);
 
-/// FLOPs and bytes of one decode step over the ragged batch of @p cache (the sum over
-/// sequences of decode_attention_cost() with seq_len = lengths[b], elements of the cache's
-/// dtype) for @p num_heads query heads.
+/// FLOPs and bytes of one decode step over the ragged batch of @p cache for @p num_heads query
+/// heads. FLOPs: 4·L·d per query head (L = lengths[b]). Bytes, fp32/fp16: the sum over
+/// sequences of decode_attention_cost() (K, V, q and out in the cache's element type).
+/// Quantized (INT8, FP8): per sequence with L > 0, 2·num_kv_heads·L·d bytes of codes, their
+/// scales (V and per-token K: one per row; per-channel K: head_dim per KV head; 4 or 2 bytes
+/// each) and q and out in fp32.
 Cost decode_step_cost(const KvCache& cache, int64_t num_heads);
 
 /// The float64 oracle of one decode step: the definition above in double precision (max
-/// subtracted before exp) over the cache's stored values (fp16 converted exactly). It reads
-/// only the first lengths[b] tokens of each sequence.
+/// subtracted before exp) over the cache's stored values (fp16 converted exactly, codes
+/// dequantized: what an exact decode of this cache computes; the quantization error itself is
+/// measured against the oracle over the unquantized data). It reads only the first
+/// lengths[b] tokens of each sequence.
 Tensor<double> decode_reference(const Tensor<float>& q, const KvCache& cache);
 
 /// cpu/decode — chapter 03: the definition as three loops per (sequence, head): L scores,
 /// softmax (max subtracted), then the weighted sum of V rows. fp32 arithmetic; an fp16 cache
-/// is converted element by element.
+/// is converted element by element. fp32 or fp16 cache (std::logic_error otherwise).
 void decode_cpu_naive(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out);
 
 /// cpu/decode_simd — chapter 03: OpenMP over (sequence, KV head); the group's query heads are
 /// processed together so that every K and V row is read from memory once per step (the
 /// cache is streamed once); vector dot products, vector exp and vector FMAs (AVX-512 / AVX2 /
-/// scalar, cpu_simd.h; fp16 rows converted with F16C). fp32 arithmetic.
+/// scalar, cpu_simd.h; fp16 rows converted with F16C). fp32 arithmetic. fp32 or fp16 cache.
 void decode_cpu_simd(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out);
+
+/// cpu/decode_int8_simd — chapter 04: cpu/decode_simd's structure (OpenMP over (sequence, KV
+/// head), 4 keys per step) reading int8 rows: 16 (AVX-512) or 8 (AVX2) bytes widened to floats
+/// per load, the next rows prefetched, the scales (fp32 or fp16) folded in (per-token K: into
+/// the score; per-channel K: into the query; V: into the probability). INT8 cache.
+void decode_int8_cpu_simd(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out);
 
 }  // namespace inferlab

@@ -21,7 +21,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/attention/cpu_simd.h"
+#include "kernels/primitives/cpu_simd.h"
 #include "kernels/decode/cpu_decode_keys.h"
 #include "kernels/fused/split_kv.h"
 
@@ -31,12 +31,11 @@ namespace {
 using namespace decode_keys;
 
 template <class T>
-void decode_split(const Tensor<float>& q, const KvCache& cache, const T* k, const T* v, Tensor<float>& out,
-                  int64_t num_splits) {
+void decode_split(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out, int64_t num_splits) {
   require(num_splits >= 1, "num_splits", num_splits, "must be ≥ 1 (1 = one split per sequence)");
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
-  const KvCacheShape& layout = cache.shape();
+  const KvRows<T> rows = cache.rows<T>();
   const int64_t d = s.head_dim, group = s.group_size(), d_pad = simd::round_up(d, kLanes);
   const int64_t longest_split = (cache.max_length() + num_splits - 1) / num_splits;
   SplitPartials partials(s, num_splits);
@@ -54,9 +53,8 @@ void decode_split(const Tensor<float>& q, const KvCache& cache, const T* k, cons
       const int64_t h0 = g * group;  // query heads h0 .. h0+group-1 read KV head g
       const SplitRange keys = split_range(cache.length(b), num_splits, split);
       if (keys.end > keys.begin) {
-        attend_keys(q.data() + (b * s.num_heads + h0) * d, group, d, k + layout.offset(b, g, 0),
-                    v + layout.offset(b, g, 0), keys.begin, keys.end, scratch, acc.data(), row_max.data(),
-                    row_sum.data());
+        attend_keys(q.data() + (b * s.num_heads + h0) * d, group, rows, b, g, keys.begin, keys.end, scratch,
+                    acc.data(), row_max.data(), row_sum.data());
       } else {  // an empty split (S > length): weight 0 in the reduce
         std::fill(acc.data(), acc.data() + group * d_pad, 0.0f);
         std::fill(row_max.begin(), row_max.end(), -INFINITY);
@@ -77,9 +75,9 @@ void decode_split(const Tensor<float>& q, const KvCache& cache, const T* k, cons
 
 void decode_cpu_split(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out, int64_t num_splits) {
   if (cache.dtype() == KvDtype::fp16) {
-    decode_split(q, cache, cache.k_fp16(), cache.v_fp16(), out, num_splits);
+    decode_split<uint16_t>(q, cache, out, num_splits);
   } else {
-    decode_split(q, cache, cache.k_fp32(), cache.v_fp32(), out, num_splits);
+    decode_split<float>(q, cache, out, num_splits);  // rows<float>() refuses any other format
   }
 }
 

@@ -58,7 +58,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cpu_micro_tile.h"
-#include "kernels/attention/cpu_simd.h"
+#include "kernels/primitives/cpu_simd.h"
 #include "kernels/fused/fused.h"
 
 namespace inferlab {

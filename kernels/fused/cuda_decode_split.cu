@@ -24,7 +24,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/attention/softmax_warp.cuh"
+#include "kernels/primitives/softmax_warp.cuh"
 #include "kernels/fused/cuda_decode_split.cuh"
 #include "kernels/fused/cuda_decode_split.h"
 
@@ -37,17 +37,16 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDim = 512;
 
 template <class T>
-__global__ void decode_split_partial_kernel(const float* q, const T* k_cache, const T* v_cache, const int* lengths,
-                                            float* part_acc, float* part_max, float* part_sum, int num_heads,
-                                            int group_size, int max_seq_len, int head_dim, int num_splits,
-                                            int max_split, float scale) {
+__global__ void decode_split_partial_kernel(const float* q, KvRows<T> cache, float* part_acc, float* part_max,
+                                            float* part_sum, int num_heads, int group_size, int head_dim,
+                                            int num_splits, int max_split, float scale) {
   SIMT_DYNAMIC_SHARED(float, scores);  // [max_split]: the split's scores, then exp(s − m)
   __shared__ float q_scaled[kMaxHeadDim];
   __shared__ float slots[32];  // block_reduce's one float per warp
   const unsigned full = 0xffffffffu;
   const int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
-  const int g = h / group_size, num_kv_heads = num_heads / group_size;
-  const int L = lengths[b];
+  const int g = h / group_size;
+  const int L = cache.lengths[b];
   const int per_split = (L + num_splits - 1) / num_splits;  // split_range() of split_kv.h
   const int begin = min(L, split * per_split), end = min(L, begin + per_split);
   const int n = end - begin;
@@ -62,9 +61,6 @@ __global__ void decode_split_partial_kernel(const float* q, const T* k_cache, co
     }
     return;
   }
-  const size_t head_offset = (size_t(b) * num_kv_heads + g) * size_t(max_seq_len) * head_dim;
-  const T* K = k_cache + head_offset;
-  const T* V = v_cache + head_offset;
   const float* q_row = q + (size_t(b) * num_heads + h) * head_dim;
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) q_scaled[c] = q_row[c] * scale;
   __syncthreads();  // q_scaled is complete before any warp's dot product reads it
@@ -73,7 +69,7 @@ __global__ void decode_split_partial_kernel(const float* q, const T* k_cache, co
   // the warp, so all 32 lanes take part in every shuffle.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int j = begin + warp; j < end; j += kWarps) {
-    const T* k_row = K + size_t(j) * head_dim;
+    const T* k_row = cache.k + size_t(cache.layout.row(b, g, j)) * head_dim;  // where the layout keeps key j
     float dot = 0.0f;
     for (int c = lane; c < head_dim; c += 32) dot += q_scaled[c] * cached_to_float(k_row[c]);
     for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(full, dot, offset);
@@ -87,7 +83,8 @@ __global__ void decode_split_partial_kernel(const float* q, const T* k_cache, co
   // Pass 2: thread c owns output element c (and c + blockDim.x, …).
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
     float acc = 0.0f;
-    for (int j = 0; j < n; ++j) acc += scores[j] * cached_to_float(V[size_t(begin + j) * head_dim + c]);
+    for (int j = 0; j < n; ++j)
+      acc += scores[j] * cached_to_float(cache.v[size_t(cache.layout.row(b, g, begin + j)) * head_dim + c]);
     acc_out[c] = acc;
   }
   if (threadIdx.x == 0) {
@@ -125,7 +122,7 @@ SplitPolicy cuda_split_policy() {
 }
 
 template <class T>
-void decode_split_device(const DeviceDecodeOf<T>& p, const DeviceSplitPartials& partials, cudaStream_t stream) {
+void decode_split_device(const DeviceDecode<T>& p, const DeviceSplitPartials& partials, cudaStream_t stream) {
   const DecodeShape& s = p.shape;
   const int S = partials.num_splits;
   require(S >= 1, "num_splits", S, "must be ≥ 1 (1 = one split per sequence)");
@@ -142,18 +139,17 @@ void decode_split_device(const DeviceDecodeOf<T>& p, const DeviceSplitPartials& 
   const dim3 heads_by_batch(unsigned(s.num_heads), unsigned(s.batch));
   check_cuda(
       simt::launch(decode_split_partial_kernel<T>, dim3(unsigned(s.num_heads), unsigned(s.batch), unsigned(S)),
-                   dim3(kThreads), size_t(max_split) * sizeof(float), stream, p.q, static_cast<const T*>(p.cache.k),
-                   static_cast<const T*>(p.cache.v), p.cache.lengths, partials.acc, partials.max, partials.sum,
-                   int(s.num_heads), int(s.group_size()), int(s.max_seq_len), int(s.head_dim), S, int(max_split),
-                   1.0f / std::sqrt(static_cast<float>(s.head_dim))),
+                   dim3(kThreads), size_t(max_split) * sizeof(float), stream, p.q, p.cache, partials.acc,
+                   partials.max, partials.sum, int(s.num_heads), int(s.group_size()), int(s.head_dim), S,
+                   int(max_split), 1.0f / std::sqrt(static_cast<float>(s.head_dim))),
       "decode_split_partial_kernel");
   check_cuda(simt::launch(decode_split_reduce_kernel, heads_by_batch, dim3(kThreads), 0, stream, partials.acc,
                           partials.max, partials.sum, p.out, int(s.num_heads), int(s.head_dim), S),
              "decode_split_reduce_kernel");
 }
 
-template void decode_split_device<float>(const DeviceDecodeOf<float>&, const DeviceSplitPartials&, cudaStream_t);
-template void decode_split_device<__half>(const DeviceDecodeOf<__half>&, const DeviceSplitPartials&, cudaStream_t);
+template void decode_split_device<float>(const DeviceDecode<float>&, const DeviceSplitPartials&, cudaStream_t);
+template void decode_split_device<__half>(const DeviceDecode<__half>&, const DeviceSplitPartials&, cudaStream_t);
 
 namespace {
 
@@ -162,14 +158,14 @@ void decode_split_host(const Tensor<float>& q, const KvCache& cache, Tensor<floa
   require(num_splits >= 1, "num_splits", num_splits, "must be ≥ 1 (1 = one split per sequence)");
   const DecodeShape shape = decode_shape(q, cache);
   check_decode_output(out, shape);
-  const DeviceKvCacheCopy<T> device_cache(cache);
+  const DeviceKvCache device_cache(cache);
   const size_t rows = size_t(shape.batch * shape.num_heads * num_splits);
   DeviceBuffer<float> acc(rows * size_t(shape.head_dim)), maxes(rows), sums(rows);
   acc.poison();  // a partial the partial kernel forgets poisons the reduce
   maxes.poison();
   sums.poison();
   decode_on_host_tensors(q, out, "cuda/decode_split", [&](const float* q_device, float* out_device) {
-    const DeviceDecodeOf<T> problem{q_device, device_cache.view(), out_device, shape, int(cache.max_length())};
+    const DeviceDecode<T> problem{q_device, device_cache.rows<T>(), out_device, shape, int(cache.max_length())};
     decode_split_device(problem, {acc.data(), maxes.data(), sums.data(), int(num_splits)}, nullptr);
   });
 }

@@ -30,6 +30,6 @@ SplitPolicy cuda_split_policy();
 // and the reduce kernel (grid num_heads × batch) on @p stream. Throws std::invalid_argument when
 // head_dim > 512, num_splits < 1 or a split of ⌈max_length / S⌉ keys exceeds kMaxSplitTokens.
 template <class T>
-void decode_split_device(const DeviceDecodeOf<T>& problem, const DeviceSplitPartials& partials, cudaStream_t stream);
+void decode_split_device(const DeviceDecode<T>& problem, const DeviceSplitPartials& partials, cudaStream_t stream);
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

@@ -1,13 +1,13 @@
 #pragma once
 /// @file cuda_decode_split.h
-/// cuda/decode_split (chapter 05) with host-tensor signatures (DecodeFn, kernels/decode/registry.h).
+/// cuda/decode_split (chapter 05) with host-tensor signatures (DecodeFn, kernels/registry.h).
 /// cuda_decode_split.cu is compiled twice: by g++ into inferlab::sim (the SIMT emulator) and,
 /// when nvcc is found, into inferlab::cuda. Both namespaces declare the same functions, listed
 /// once here. Each entry point uploads the host KvCache (poisoned tail included), runs the
 /// device level (kernels/fused/cuda_decode_split.cuh) and copies the output back.
 
 #include "kernels/decode/decode.h"
-#include "kernels/decode/kv_cache.h"
+#include "kernels/kv/kv_cache.h"
 
 /// Declares the split-KV decode entry points in namespace inferlab::NS.
 #define INFERLAB_DECLARE_CUDA_DECODE_SPLIT(NS)                                                                  \

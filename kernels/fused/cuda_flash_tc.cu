@@ -42,7 +42,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/attention/softmax_warp.cuh"
+#include "kernels/primitives/softmax_warp.cuh"
 #include "kernels/fused/cuda_fused.cuh"
 #include "kernels/fused/cuda_fused.h"
 #include "kernels/fused/fused.h"

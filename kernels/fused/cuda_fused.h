@@ -1,7 +1,7 @@
 #pragma once
 /// @file cuda_fused.h
 /// The CUDA fused-attention prefill versions of chapter 05 with host-tensor signatures
-/// (AttentionFn, kernels/attention/registry.h). Each .cu file is compiled twice: by g++ into
+/// (AttentionFn, kernels/registry.h). Each .cu file is compiled twice: by g++ into
 /// namespace inferlab::sim (run by the SIMT emulator) and, when nvcc is found, into
 /// inferlab::cuda (run on a GPU). Both namespaces declare the same functions, listed once here.
 ///

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "kernels/attention/registry.h"
+#include "kernels/registry.h"
 #include "tests/support/attention_check.h"
 
 namespace inferlab {

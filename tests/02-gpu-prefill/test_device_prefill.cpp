@@ -8,7 +8,7 @@
 
 #include <cctype>
 
-#include "kernels/attention/registry.h"
+#include "kernels/registry.h"
 #include "tests/support/attention_check.h"
 
 namespace inferlab {

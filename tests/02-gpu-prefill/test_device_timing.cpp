@@ -1,4 +1,4 @@
-// Chapters 02-03: the device-level timing harness the benchmarks use (kernels/attention/cuda_timing.h),
+// Chapters 02-03: the device-level timing harness the benchmarks use (kernels/timing/cuda_timing.h),
 // exercised on the sim backend (the emulator's times mean nothing; the plumbing is what is
 // tested: every version has a device-level function, bad names and counts are rejected).
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/attention/cuda_timing.h"
-#include "kernels/attention/registry.h"
+#include "kernels/timing/cuda_timing.h"
+#include "kernels/registry.h"
 
 namespace inferlab {
 namespace {

@@ -9,7 +9,7 @@
 #include "common/half.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
 #include "tests/support/decode_check.h"
 #include "tests/support/seeded.h"
 
@@ -114,7 +114,7 @@ TEST(KvCache, AppendWritesSlotLengthAndAdvances) {
 
 TEST(KvCache, AppendingPastCapacityIsAnErrorNotAnOverflow) {
   for (KvDtype dtype : {KvDtype::fp32, KvDtype::fp16})
-    EXPECT_TRUE(testing::append_rejects_full_sequence(kv_append_version_for(Backend::cpu).run, dtype))
+    EXPECT_TRUE(testing::append_rejects_full_sequence(kv_append_version_for(Backend::cpu, dtype).run, dtype))
         << to_string(dtype);
 }
 
@@ -153,7 +153,7 @@ TEST(DecodeContract, ShapeChecksNameTheArgument) {
   // Every registered version checks too, and refuses a cache of the wrong dtype.
   for (const DecodeVersion& version : decode_versions()) {
     if (version.backend != Backend::cpu) continue;
-    const KvCache other({2, 2, 8, 16}, version.cache_dtype == KvDtype::fp32 ? KvDtype::fp16 : KvDtype::fp32);
+    const KvCache other({2, 2, 8, 16}, version.input == KvDtype::fp32 ? KvDtype::fp16 : KvDtype::fp32);
     Tensor<float> out({2, 4, 16});
     EXPECT_THROW(version.run(rng.normal_tensor({2, 4, 16}), other, out), std::invalid_argument) << version.name;
   }
@@ -193,12 +193,14 @@ TEST(DecodeRegistry, ListsEveryVersionForBothCacheTypes) {
     for (KvDtype dtype : {KvDtype::fp32, KvDtype::fp16})
       EXPECT_EQ(find_decode_version(name, Backend::cpu, dtype).chapter, 3);
   for (KvDtype dtype : {KvDtype::fp32, KvDtype::fp16})
-    EXPECT_EQ(find_decode_version("cuda/decode", Backend::sim, dtype).precision(), precision_of(dtype));
+    EXPECT_EQ(find_decode_version("cuda/decode", Backend::sim, dtype).precision, precision_of(dtype));
   EXPECT_NE(invalid_argument_message([] {
               find_decode_version("cpu/nope", Backend::cpu, KvDtype::fp32);
             }).find("known: cpu/decode (cpu, fp32)"),
             std::string::npos);
-  EXPECT_EQ(kv_append_version_for(Backend::sim).name, "cuda/append");
+  EXPECT_EQ(kv_append_version_for(Backend::sim, KvDtype::fp16).name, "cuda/append");
+  EXPECT_EQ(kv_append_version_for(Backend::sim, KvDtype::int8).name, "cuda/append_int8");
+  EXPECT_THROW(kv_append_version_for(Backend::sim, KvDtype::fp8), std::invalid_argument);
 }
 
 }  // namespace

@@ -15,8 +15,8 @@
 
 #include "03-kv-cache-decode/ch03.h"
 #include "kernels/decode/decode.h"
-#include "kernels/decode/kv_cache.h"
-#include "kernels/decode/registry.h"
+#include "kernels/kv/kv_cache.h"
+#include "kernels/registry.h"
 #include "tests/support/expect_all.h"
 #include "tests/support/decode_check.h"
 
@@ -40,15 +40,15 @@ Tensor<float> cache_tensor(const float* data, const KvCacheShape& shape) {
 // sim::student::decode_attention as a DecodeFn, launched with @p threads_per_block.
 DecodeFn student_decode(int threads_per_block = 128) {
   return [threads_per_block](const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
-    sim::student::decode_attention(q, cache_tensor(cache.k_fp32(), cache.shape()),
-                                   cache_tensor(cache.v_fp32(), cache.shape()), cache.lengths(), out,
+    sim::student::decode_attention(q, cache_tensor(cache.k_fp32().data(), cache.shape()),
+                                   cache_tensor(cache.v_fp32().data(), cache.shape()), cache.lengths(), out,
                                    threads_per_block);
   };
 }
 
 // sim::student::kv_append as a KvAppendFn: the cache's bytes go in, every byte comes back.
 void student_append(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
-  Tensor<float> k = cache_tensor(cache.k_fp32(), cache.shape()), v = cache_tensor(cache.v_fp32(), cache.shape());
+  Tensor<float> k = cache_tensor(cache.k_fp32().data(), cache.shape()), v = cache_tensor(cache.v_fp32().data(), cache.shape());
   std::vector<int32_t> lengths = cache.lengths();
   sim::student::kv_append(k, v, lengths, k_new, v_new);
   for (size_t b = 0; b < lengths.size(); ++b) {
@@ -56,8 +56,8 @@ void student_append(KvCache& cache, const Tensor<float>& k_new, const Tensor<flo
       throw std::runtime_error("kv_append left lengths[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) +
                                ", expected " + std::to_string(cache.lengths()[b] + 1));
   }
-  std::memcpy(cache.k_bytes(), k.data(), cache.bytes_per_tensor());
-  std::memcpy(cache.v_bytes(), v.data(), cache.bytes_per_tensor());
+  std::memcpy(cache.k_bytes().data(), k.data(), cache.bytes_per_tensor());
+  std::memcpy(cache.v_bytes().data(), v.data(), cache.bytes_per_tensor());
   cache.commit_append();
 }
 

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -17,8 +18,9 @@
 
 #include "common/half.h"
 #include "common/tolerance.h"
-#include "kernels/decode/registry.h"
-#include "kernels/quant/fp8_e4m3.h"
+#include "kernels/decode/cuda_decode.h"
+#include "kernels/kv/fp8_e4m3.h"
+#include "kernels/registry.h"
 #include "tests/support/fp8_check.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
@@ -59,7 +61,7 @@ TEST(Fp8E4M3, AgreesWithTheCudaToolkitsConversions) {
 
 // ---- the cache ----
 
-TEST(Fp8KvCache, RowScaleIsMaxOver448AndRoundTripWithinHalfAStep) {
+TEST(KvCache, RowScaleIsMaxOver448AndRoundTripWithinHalfAStep) {
   EXPECT_TRUE(testing::fp8_row_round_trip([](std::span<const float> row, std::span<uint8_t> codes) {
     int64_t saturated = 0;
     const float scale = quantize_row_fp8(row, codes, saturated);
@@ -68,10 +70,10 @@ TEST(Fp8KvCache, RowScaleIsMaxOver448AndRoundTripWithinHalfAStep) {
   }));
 }
 
-TEST(Fp8KvCache, AppendStoresEveryElementWithinHalfAStepAndPoisonsTheRest) {
+TEST(KvCache, AppendStoresEveryElementWithinHalfAStepAndPoisonsTheRest) {
   testing::SeededRng rng;
   const int64_t B = 2, G = 3, d = 20, capacity = 5;
-  Fp8KvCache cache({B, G, capacity, d});
+  KvCache cache({B, G, capacity, d}, KvFormat::fp8());
   for (int64_t t = 0; t < 3; ++t) {
     Tensor<float> k_new = rng.normal_tensor({B, G, d}), v_new = rng.normal_tensor({B, G, d});
     for (int64_t i = 0; i < k_new.size(); i += d) k_new[i] *= 30.0f;  // an outlier channel
@@ -95,14 +97,14 @@ TEST(Fp8KvCache, AppendStoresEveryElementWithinHalfAStepAndPoisonsTheRest) {
   EXPECT_EQ(cache.bytes(), size_t(2 * B * G * capacity * (d + 4)));
 }
 
-TEST(Fp8KvCache, NonFiniteInputIsAnErrorNamingSequenceAndHeadAndChangesNothing) {
+TEST(KvCache, NonFiniteInputIsAnErrorNamingSequenceAndHeadAndChangesNothing) {
   testing::SeededRng rng;
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()})
     for (int which = 0; which < 2; ++which) {
-      Fp8KvCache cache({2, 3, 4, 16});
+      KvCache cache({2, 3, 4, 16}, KvFormat::fp8());
       Tensor<float> k_new = rng.normal_tensor({2, 3, 16}), v_new = rng.normal_tensor({2, 3, 16});
       cache.append(k_new, v_new);
-      const Fp8KvCache before = cache;
+      const KvCache before = cache;
       (which == 0 ? k_new : v_new)[(1 * 3 + 2) * 16 + 7] = bad;
       try {
         cache.append(k_new, v_new);
@@ -112,26 +114,26 @@ TEST(Fp8KvCache, NonFiniteInputIsAnErrorNamingSequenceAndHeadAndChangesNothing) 
         EXPECT_NE(message.find("sequence 1, KV head 2"), std::string::npos) << message;
       }
       EXPECT_EQ(cache.lengths(), before.lengths());
-      EXPECT_EQ(cache.k_fp8(), before.k_fp8());
-      EXPECT_EQ(cache.v_fp8(), before.v_fp8());
+      EXPECT_TRUE(std::ranges::equal(cache.k_fp8(), before.k_fp8()));
+      EXPECT_TRUE(std::ranges::equal(cache.v_fp8(), before.v_fp8()));
     }
   Tensor<float> prompt = rng.normal_tensor({3, 2, 16});
   prompt[5] = std::numeric_limits<float>::infinity();
-  Fp8KvCache cache({2, 3, 4, 16});
+  KvCache cache({2, 3, 4, 16}, KvFormat::fp8());
   EXPECT_THROW(cache.prefill(0, prompt, rng.normal_tensor({3, 2, 16})), std::invalid_argument);
   EXPECT_EQ(cache.length(0), 0);
 }
 
-TEST(Fp8KvCache, FullSequenceIsAnError) {
-  Fp8KvCache cache({2, 1, 1, 8});
+TEST(KvCache, FullSequenceIsAnError) {
+  KvCache cache({2, 1, 1, 8}, KvFormat::fp8());
   const Tensor<float> token({2, 1, 8}, 0.5f);
   cache.append(token, token);
   EXPECT_THROW(cache.append(token, token), std::invalid_argument);
   EXPECT_EQ(cache.length(0), 1);
 }
 
-TEST(Fp8KvCache, AllZeroRowHasScaleZeroAndDecodesToZero) {
-  Fp8KvCache cache({1, 1, 2, 12});
+TEST(KvCache, AllZeroRowHasScaleZeroAndDecodesToZero) {
+  KvCache cache({1, 1, 2, 12}, KvFormat::fp8());
   const Tensor<float> zero({1, 1, 12}, 0.0f);
   cache.append(zero, zero);
   EXPECT_EQ(cache.key_scale(0, 0, 0), 0.0f);
@@ -142,7 +144,7 @@ TEST(Fp8KvCache, AllZeroRowHasScaleZeroAndDecodesToZero) {
 #if defined(INFERLAB_TEST_BACKEND_SIM) || defined(INFERLAB_TEST_BACKEND_CUDA)
 // ---- decode: exact over its own dequantized cache, within the derived bound of the fp32 decode ----
 
-using Fp8VersionCase = testing::QuantizedVersionCase<Fp8DecodeVersion>;
+using Fp8VersionCase = testing::QuantizedVersionCase;
 
 class Fp8Decode : public ::testing::TestWithParam<Fp8VersionCase> {};
 
@@ -157,9 +159,9 @@ TEST_P(Fp8Decode, WithinTheBoundDerivedFromTheE4M3Step) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ch04, Fp8Decode,
-                         ::testing::ValuesIn(testing::quantized_version_cases(fp8_decode_versions(), kBackend,
+                         ::testing::ValuesIn(testing::quantized_version_cases(KvDtype::fp8, kBackend,
                                                                               testing::fp8_decode_cases(kMaxLength))),
-                         testing::quantized_version_case_name<Fp8DecodeVersion>);
+                         testing::quantized_version_case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8Decode);
 
 // The figures the lesson quotes, on chapter 04's data: K with 4 of 128 channels ×20 (and, for
@@ -170,16 +172,16 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8Decode);
 // worse than INT8's fixed step on plain rows and about even with it once outliers set the step.
 TEST(Fp8Decode, ErrorFiguresBesideInt8) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
-  const Int8DecodeVersion& int8 = int8_decode_versions().front();
-  const Int8AppendFn cpu_append = int8_append_version_for(Backend::cpu).run;
+  const DecodeVersion& int8 = find_decode_version("cpu/decode_int8_simd", Backend::cpu, KvDtype::int8);
+  const KvAppendFn cpu_append = kv_append_version_for(Backend::cpu, KvDtype::int8).run;
   std::cout << "L 257/129, 8 heads, GQA 4, d 128 (rel. error vs the fp32 decode, max softmax KL):\n";
   for (const int64_t outliers : {int64_t(4), int64_t(0)}) {
     const Int8Case per_token{{257, 129}, 0, 8, 2, 128, KeyScaling::per_token, outliers, 20.0f};
     Int8Case per_channel = per_token;
     per_channel.key_scaling = KeyScaling::per_channel;
     testing::Int8Errors fp8, token, channel;
-    for (const Fp8DecodeVersion& version : fp8_decode_versions()) {
-      if (version.backend == kBackend) {
+    for (const DecodeVersion& version : decode_versions()) {
+      if (version.backend == kBackend && version.input == KvDtype::fp8) {
         ASSERT_TRUE(testing::fp8_decode_within_budget(version.run, per_token, &fp8));
       }
     }
@@ -199,7 +201,7 @@ TEST(Fp8DecodeSchedules, SameBitsUnderEveryThreadOrder) {
   testing::SeededRng rng;
   for (int64_t d : {int64_t(80), int64_t(18), int64_t(200)}) {
     const Tensor<float> k = rng.normal_tensor({2, 2, 40, d}), v = rng.normal_tensor({2, 2, 40, d});
-    const Fp8KvCache cache = make_fp8_kv_cache(k, v, {37, 9});
+    const KvCache cache = make_kv_cache(k, v, {37, 9}, KvFormat::fp8());
     const Tensor<float> q = rng.normal_tensor({2, 8, d});
     EXPECT_TRUE(
         testing::host_same_under_schedules([&](Tensor<float>& out) { sim::decode_fp8_cuda(q, cache, out); }, q.shape()))

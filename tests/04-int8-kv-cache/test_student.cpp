@@ -16,8 +16,9 @@
 
 #include "04-int8-kv-cache/ch04.h"
 #include "common/tolerance.h"
-#include "kernels/decode/registry.h"
-#include "kernels/quant/int8_kv_cache.h"
+#include "kernels/kv/quantize.h"
+#include "kernels/registry.h"
+#include "kernels/kv/kv_cache.h"
 #include "tests/support/expect_all.h"
 #include "tests/support/int8_check.h"
 #include "tests/support/schedules.h"
@@ -124,9 +125,9 @@ Tensor<T> as_tensor(std::span<const T> values, Shape shape) {
   return Tensor<T>(std::move(shape), std::vector<T>(values.begin(), values.end()));
 }
 
-// sim::student::decode_int8 as an Int8DecodeFn (per-token scales), launched with @p threads.
-Int8DecodeFn student_decode(int threads = 128) {
-  return [threads](const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out) {
+// sim::student::decode_int8 as an DecodeFn (per-token scales), launched with @p threads.
+DecodeFn student_decode(int threads = 128) {
+  return [threads](const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
     const KvCacheShape& s = cache.shape();
     const Shape scales{s.batch, s.num_kv_heads, s.max_seq_len};
     sim::student::decode_int8(q, as_tensor<int8_t>(cache.k_int8(), s.shape()), as_tensor<int8_t>(cache.v_int8(), s.shape()),
@@ -135,7 +136,7 @@ Int8DecodeFn student_decode(int threads = 128) {
   };
 }
 
-void cpu_append(Int8KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+void cpu_append(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
   cache.append(k_new, v_new);
 }
 
@@ -190,10 +191,10 @@ TEST(Ch04Decode, BlockSizes) {
 TEST(Ch04Decode, SameOutputUnderEverySchedule) {
   testing::SeededRng rng;
   const Tensor<float> k = rng.normal_tensor({2, 2, 40, 80}), v = rng.normal_tensor({2, 2, 40, 80});
-  const Int8KvCache cache = make_int8_kv_cache(k, v, {37, 9}, kPerToken);
+  const KvCache cache = make_kv_cache(k, v, {37, 9}, KvFormat::int8(kPerToken));
   const Tensor<float> q = rng.normal_tensor({2, 8, 80});
   for (const int threads : {64, 128}) {
-    const Int8DecodeFn decode = student_decode(threads);
+    const DecodeFn decode = student_decode(threads);
     EXPECT_TRUE(testing::host_same_under_schedules([&](Tensor<float>& out) { decode(q, cache, out); }, q.shape()))
         << threads << " threads";
   }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/compare.h"
-#include "kernels/attention/registry.h"
+#include "kernels/registry.h"
 #include "kernels/fused/fused.h"
 #include "tests/support/attention_check.h"
 #include "tests/support/seeded.h"

@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "common/compare.h"
-#include "kernels/attention/registry.h"
+#include "kernels/registry.h"
 #include "kernels/fused/fused.h"
 #include "tests/support/attention_check.h"
 #include "tests/support/seeded.h"
 
 #if defined(INFERLAB_TEST_BACKEND_SIM)
-#include "kernels/attention/cuda_timing.h"
+#include "kernels/timing/cuda_timing.h"
 #include "simt/simt.h"
 #endif
 

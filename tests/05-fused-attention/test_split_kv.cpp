@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/compare.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
 #include "kernels/fused/cuda_decode_split.h"
 #include "kernels/fused/split_kv.h"
 #include "tests/support/decode_check.h"
@@ -53,7 +54,7 @@ constexpr int64_t kMaxLength = 301;
 constexpr int64_t kMoreSplitsThanTokens = 400;
 const char* const kChapter03Decode = "cuda/decode";
 void split_decode(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out, int64_t num_splits) {
-#if defined(INFERLAB_WITH_CUDA)
+#if INFERLAB_WITH_CUDA
   cuda::decode_split_cuda(q, cache, out, num_splits);
 #else
   (void)q, (void)cache, (void)out, (void)num_splits;
@@ -70,8 +71,8 @@ DecodeFn with_splits(int64_t num_splits) {
   };
 }
 
-const KvAppendFn& append() {
-  return kv_append_version_for(kBackend).run;
+const KvAppendFn& append(KvDtype dtype) {
+  return kv_append_version_for(kBackend, dtype).run;
 }
 
 // Ragged batches from length 1 to a few hundred (the emulator: to 65), GQA 1, 4 and 8.
@@ -97,8 +98,8 @@ TEST(SplitKvDecode, RegisteredVersionsEqualTheCausalPrefillAtEveryStep) {
     if (version.backend != kBackend || version.chapter != 5) continue;
     ++versions;
     for (const DecodeCase& c : testing::odd_decode_cases(kMaxLength))
-      EXPECT_TRUE(testing::decode_steps_match_prefill(version.run, version.cache_dtype, append(), c))
-          << version.name << " " << to_string(version.cache_dtype);
+      EXPECT_TRUE(testing::decode_steps_match_prefill(version.run, version.input, append(version.input), c))
+          << version.name << " " << to_string(version.input);
   }
   EXPECT_EQ(versions, 2) << "one chapter-05 split-KV decode per cache dtype on " << to_string(kBackend);
 }
@@ -112,7 +113,7 @@ TEST_P(SplitKvExplicit, EveryStepEqualsTheCausalPrefill) {
   const int64_t num_splits = GetParam();
   for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16})
     for (const DecodeCase& c : split_cases())
-      EXPECT_TRUE(testing::decode_steps_match_prefill(with_splits(num_splits), dtype, append(), c))
+      EXPECT_TRUE(testing::decode_steps_match_prefill(with_splits(num_splits), dtype, append(dtype), c))
           << "S = " << num_splits << ", " << to_string(dtype) << " cache";
 }
 

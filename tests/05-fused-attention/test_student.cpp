@@ -16,7 +16,7 @@
 #include "common/compare.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
-#include "kernels/decode/kv_cache.h"
+#include "kernels/kv/kv_cache.h"
 #include "tests/support/attention_check.h"
 #include "tests/support/expect_all.h"
 #include "tests/support/schedules.h"

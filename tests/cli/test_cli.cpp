@@ -13,8 +13,8 @@
 #include "common/npy.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
-#include "kernels/decode/decode_fp8.h"
-#include "kernels/decode/decode_int8.h"
+#include "kernels/decode/decode.h"
+#include "kernels/decode/decode.h"
 #include "tests/support/run_inferlab.h"
 #include "tests/support/seeded.h"
 
@@ -189,10 +189,10 @@ TEST_F(Cli, DecodeWithAQuantizedCacheMatchesTheOracleOfThatCache) {
   };
   const std::vector<Choice> choices = {
       {"--cache int8", "int8 cache",
-       decode_int8_reference(q, make_int8_kv_cache(k, v, lengths, KeyScaling::per_token))},
+       decode_reference(q, make_kv_cache(k, v, lengths, KvFormat::int8(KeyScaling::per_token)))},
       {"--cache int8-channel --backend sim --version cuda/decode_int8", "int8-channel cache",
-       decode_int8_reference(q, make_int8_kv_cache(k, v, lengths, KeyScaling::per_channel))},
-      {"--cache fp8 --backend sim", "fp8 cache", decode_reference(q, make_fp8_kv_cache(k, v, lengths).dequantized())},
+       decode_reference(q, make_kv_cache(k, v, lengths, KvFormat::int8(KeyScaling::per_channel)))},
+      {"--cache fp8 --backend sim", "fp8 cache", decode_reference(q, make_kv_cache(k, v, lengths, KvFormat::fp8()).dequantized())},
   };
   for (const Choice& choice : choices) {
     const Result r = run(files + choice.options);
@@ -205,7 +205,7 @@ TEST_F(Cli, DecodeWithAQuantizedCacheMatchesTheOracleOfThatCache) {
   }
   const Result no_cpu_fp8 = run(files + "--cache fp8 --backend cpu");
   EXPECT_EQ(no_cpu_fp8.exit_code, 2);
-  EXPECT_NE(no_cpu_fp8.output.find("known: cuda/decode_fp8 (sim)"), std::string::npos) << no_cpu_fp8.output;
+  EXPECT_NE(no_cpu_fp8.output.find("cuda/decode_fp8 (sim, fp8)"), std::string::npos) << no_cpu_fp8.output;
   const Result bad = run(files + "--cache int4");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("--cache = int4: must be int8"), std::string::npos) << bad.output;

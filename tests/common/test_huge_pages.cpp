@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "common/huge_pages.h"
-#include "kernels/decode/kv_cache.h"
-#include "kernels/quant/int8_kv_cache.h"
+#include "kernels/kv/kv_cache.h"
+#include "kernels/kv/kv_cache.h"
 
 namespace inferlab {
 namespace {
@@ -50,9 +50,9 @@ TEST(HugePages, LargeBuffersAreAdvisedAsHugePages) {
 TEST(HugePages, EveryKvCacheFormatKeepsItsRowsOnHugePages) {
   const KvCacheShape shape{2, 2, 4096, 128};  // 2 MiB of int8 per K, 4 MiB of fp16
   const KvCache fp16(shape, KvDtype::fp16);
-  EXPECT_EQ(address(fp16.k_bytes()) % kHugePageBytes, 0u);
-  EXPECT_EQ(address(fp16.v_bytes()) % kHugePageBytes, 0u);
-  const Int8KvCache int8(shape, KeyScaling::per_token, ScaleDtype::fp32);
+  EXPECT_EQ(address(fp16.k_bytes().data()) % kHugePageBytes, 0u);
+  EXPECT_EQ(address(fp16.v_bytes().data()) % kHugePageBytes, 0u);
+  const KvCache int8(shape, KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp32));
   EXPECT_EQ(address(int8.k_int8().data()) % kHugePageBytes, 0u);
   EXPECT_EQ(address(int8.v_int8().data()) % kHugePageBytes, 0u);
 }

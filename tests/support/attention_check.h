@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/registry.h"
+#include "kernels/registry.h"
 
 namespace inferlab::testing {
 

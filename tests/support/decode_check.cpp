@@ -48,13 +48,13 @@ std::vector<DecodeCase> odd_decode_cases(int64_t max_length) {
 }
 
 void PrintTo(const DecodeVersionCase& c, std::ostream* out) {
-  *out << c.version->name << " (" << to_string(c.version->backend) << ", " << to_string(c.version->cache_dtype) << ") "
+  *out << c.version->name << " (" << to_string(c.version->backend) << ", " << to_string(c.version->input) << ") "
        << c.shape.name();
 }
 
 std::string decode_version_case_name(const ::testing::TestParamInfo<DecodeVersionCase>& info) {
   const DecodeVersion& v = *info.param.version;
-  std::string name = v.name + "_" + std::string(to_string(v.backend)) + "_" + std::string(to_string(v.cache_dtype)) +
+  std::string name = v.name + "_" + std::string(to_string(v.backend)) + "_" + std::string(to_string(v.input)) +
                      "_" + info.param.shape.name();
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -141,8 +141,8 @@ Tensor<float> cache_bytes(const KvCache& cache) {
   const size_t bytes = cache.bytes_per_tensor();
   const int64_t words = int64_t((2 * bytes + 3) / 4);
   Tensor<float> out({words}, 0.0f);
-  std::memcpy(reinterpret_cast<unsigned char*>(out.data()), cache.k_bytes(), bytes);
-  std::memcpy(reinterpret_cast<unsigned char*>(out.data()) + bytes, cache.v_bytes(), bytes);
+  std::memcpy(reinterpret_cast<unsigned char*>(out.data()), cache.k_bytes().data(), bytes);
+  std::memcpy(reinterpret_cast<unsigned char*>(out.data()) + bytes, cache.v_bytes().data(), bytes);
   return out;
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
 
 namespace inferlab::testing {
 

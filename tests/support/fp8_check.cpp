@@ -124,11 +124,11 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
   return cases;
 }
 
-::testing::AssertionResult fp8_decode_within_budget(const Fp8DecodeFn& decode, const Int8Case& c, Int8Errors* errors) {
+::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const Int8Case& c, Int8Errors* errors) {
   SeededRng rng;
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
   const ReplayKv data(rng, c);
-  Fp8KvCache fp8_cache(data.cache_shape());
+  KvCache fp8_cache(data.cache_shape(), KvFormat::fp8());
   KvCache fp32_cache(data.cache_shape(), KvDtype::fp32);
   data.prefill(fp8_cache, fp32_cache);
   for (int64_t step = 1; step <= std::max<int64_t>(c.steps, 1); ++step) {

@@ -13,13 +13,13 @@
 #include <functional>
 #include <span>
 
-#include "kernels/decode/decode_fp8.h"
+#include "kernels/decode/decode.h"
 #include "tests/support/int8_check.h"
 
 namespace inferlab::testing {
 
 /// The value of E4M3 @p code by the format's definition (NaN for S.1111.111), written apart from
-/// kernels/quant/fp8_e4m3.h.
+/// kernels/kv/fp8_e4m3.h.
 double e4m3_definition(uint8_t code);
 
 /// All 256 codes: @p decode(code) must equal e4m3_definition(code) exactly (NaN for NaN, the
@@ -41,12 +41,12 @@ using Fp8RowQuantizer = std::function<float(std::span<const float> row, std::spa
 ::testing::AssertionResult fp8_row_round_trip(const Fp8RowQuantizer& quantize);
 
 /// Replays generation for @p c (K scaling ignored: FP8 has per-token scales for K and V): prefill
-/// length − steps tokens into an Fp8KvCache and an fp32 KvCache, then each step append one token
+/// length − steps tokens into an KvCache and an fp32 KvCache, then each step append one token
 /// and run @p decode (output poisoned with NaN first); checks every output (a) finite, (b) within
 /// attention_tolerance(fp32) of decode_reference over the dequantized cache, (c) within
 /// fp8_kv_output_bound of decode_reference over the fp32 data. @p errors receives the measured
 /// errors of the last step (relative error, max |err|, smallest bound, softmax KL).
-::testing::AssertionResult fp8_decode_within_budget(const Fp8DecodeFn& decode, const Int8Case& c,
+::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const Int8Case& c,
                                                     Int8Errors* errors = nullptr);
 
 /// The FP8 decode shapes: int8_decode_cases()'s per-token ones with fp32 scales (ragged, L = 1 … @p max_length,

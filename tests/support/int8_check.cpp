@@ -14,6 +14,26 @@
 
 namespace inferlab::testing {
 
+std::vector<QuantizedVersionCase> quantized_version_cases(KvDtype dtype, Backend backend,
+                                                          const std::vector<Int8Case>& shapes) {
+  std::vector<QuantizedVersionCase> cases;
+  for (const DecodeVersion& version : decode_versions())
+    if (version.backend == backend && version.input == dtype)
+      for (const Int8Case& shape : shapes) cases.push_back({&version, shape});
+  return cases;
+}
+
+void PrintTo(const QuantizedVersionCase& c, std::ostream* out) {
+  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
+}
+
+std::string quantized_version_case_name(const ::testing::TestParamInfo<QuantizedVersionCase>& info) {
+  std::string name = info.param.version->name + "_" + info.param.shape.name();
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
 std::string Int8Case::name() const {
   std::ostringstream out;
   out << "b" << lengths.size() << "_L";
@@ -49,12 +69,12 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
   return kept;
 }
 
-::testing::AssertionResult int8_decode_within_budget(const Int8DecodeFn& decode, const Int8AppendFn& append,
+::testing::AssertionResult int8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
                                                      const Int8Case& c, Int8Errors* errors) {
   SeededRng rng;
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
   const ReplayKv data(rng, c);
-  Int8KvCache int8_cache(data.cache_shape(), c.key_scaling, c.scale_dtype);
+  KvCache int8_cache(data.cache_shape(), KvFormat::int8(c.key_scaling, c.scale_dtype));
   KvCache fp32_cache(data.cache_shape(), KvDtype::fp32);
   data.prefill(int8_cache, fp32_cache);
   const DecodeVersion& ch03 = find_decode_version("cpu/decode_simd", Backend::cpu, KvDtype::fp32);
@@ -72,7 +92,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
     decode(q, int8_cache, out);
     ch03.run(q, fp32_cache, out_ch03);
     const Tensor<double> exact = decode_reference(q, fp32_cache);
-    const Tensor<double> dequantized = decode_int8_reference(q, int8_cache);
+    const Tensor<double> dequantized = decode_reference(q, int8_cache);
 
     // (d) every clamp counted: recount from the inputs and the stored steps.
     int64_t expected_saturated = 0;
@@ -83,8 +103,8 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
             const auto clamped = [](float x, float step) {
               return step > 0.0f ? std::fabs(std::round(x / step)) > 127.0f : x != 0.0f;
             };
-            expected_saturated += clamped(fp32_cache.key(b, g, j, ch), int8_cache.key_step(b, g, j, ch));
-            expected_saturated += clamped(fp32_cache.value(b, g, j, ch), int8_cache.value_step(b, g, j));
+            expected_saturated += clamped(fp32_cache.key(b, g, j, ch), int8_cache.key_scale(b, g, j, ch));
+            expected_saturated += clamped(fp32_cache.value(b, g, j, ch), int8_cache.value_scale(b, g, j));
           }
     if (int8_cache.saturated_count() != expected_saturated)
       return ::testing::AssertionFailure()
@@ -109,11 +129,11 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
           double e_j = 0.0, dot = 0.0, dot_hat = 0.0;
           for (int64_t ch = 0; ch < d; ++ch) {
             const double k_x = fp32_cache.key(b, g, j, ch), v_x = fp32_cache.value(b, g, j, ch);
-            e_j += std::fabs(double(q_row[ch])) * int8_element_error_bound(k_x, int8_cache.key_step(b, g, j, ch));
+            e_j += std::fabs(double(q_row[ch])) * int8_element_error_bound(k_x, int8_cache.key_scale(b, g, j, ch));
             dot += double(q_row[ch]) * k_x;
             dot_hat += double(q_row[ch]) * int8_cache.key(b, g, j, ch);
             max_v = std::max(max_v, std::fabs(v_x));
-            max_v_error = std::max(max_v_error, int8_element_error_bound(v_x, int8_cache.value_step(b, g, j)));
+            max_v_error = std::max(max_v_error, int8_element_error_bound(v_x, int8_cache.value_scale(b, g, j)));
           }
           E = std::max(E, e_j / std::sqrt(double(d)));
           s[size_t(j)] = dot / std::sqrt(double(d));
@@ -174,12 +194,12 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult round_trip_within_half_step(const Int8AppendFn& append, KeyScaling key_scaling,
+::testing::AssertionResult round_trip_within_half_step(const KvAppendFn& append, KeyScaling key_scaling,
                                                        int64_t tokens, ScaleDtype scale_dtype) {
   SeededRng rng;
   const Int8Case c{{tokens, tokens}, tokens, 4, 2, 80, key_scaling, 3, 10.0f, scale_dtype};
   const int64_t B = 2, G = 2, d = c.head_dim;
-  Int8KvCache cache({B, G, tokens + 1, d}, key_scaling, scale_dtype);
+  KvCache cache({B, G, tokens + 1, d}, KvFormat::int8(key_scaling, scale_dtype));
   for (int64_t t = 0; t < tokens; ++t) {
     Tensor<float> k_new({B, G, d}), v_new({B, G, d});
     fill_outlier_kv(rng, c, t % 2, k_new.data(), v_new.data(), B * G);  // outliers move: per-channel must saturate
@@ -195,7 +215,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
           if (byte == -128) return ::testing::AssertionFailure() << "K byte −128 at token " << t;
           for (int kv = 0; kv < 2; ++kv) {
             const double x = kv == 0 ? k_new[int64_t(i)] : v_new[int64_t(i)];
-            const double step = kv == 0 ? cache.key_step(b, g, t, ch) : cache.value_step(b, g, t);
+            const double step = kv == 0 ? cache.key_scale(b, g, t, ch) : cache.value_scale(b, g, t);
             const double x_hat = kv == 0 ? cache.key(b, g, t, ch) : cache.value(b, g, t, ch);
             const double limit = 127.0 * step;
             const bool inside = std::fabs(x) <= limit + 0.5 * step;
@@ -245,16 +265,16 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult append_rejects_non_finite(const Int8AppendFn& append) {
+::testing::AssertionResult append_rejects_non_finite(const KvAppendFn& append) {
   SeededRng rng;
   const int64_t B = 2, G = 3, d = 64;
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
     for (int which = 0; which < 2; ++which) {
-      Int8KvCache cache({B, G, 8, d}, KeyScaling::per_token);
+      KvCache cache({B, G, 8, d}, KvFormat::int8(KeyScaling::per_token));
       Tensor<float> k_new({B, G, d}), v_new({B, G, d});
       for (int64_t i = 0; i < k_new.size(); ++i) k_new[i] = rng.normal(), v_new[i] = rng.normal();
       append(cache, k_new, v_new);
-      const Int8KvCache before = cache;
+      const KvCache before = cache;
       (which == 0 ? k_new : v_new)[(1 * G + 2) * d + 5] = bad;
       try {
         append(cache, k_new, v_new);
@@ -265,8 +285,8 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
         if (message.find("sequence 1") == std::string::npos || message.find("KV head 2") == std::string::npos)
           return ::testing::AssertionFailure() << "the error does not name sequence 1, KV head 2: " << message;
       }
-      if (cache.lengths() != before.lengths() || cache.k_int8() != before.k_int8() ||
-          cache.v_int8() != before.v_int8() ||
+      if (cache.lengths() != before.lengths() || !std::ranges::equal(cache.k_int8(), before.k_int8()) ||
+          !std::ranges::equal(cache.v_int8(), before.v_int8()) ||
           std::memcmp(cache.v_scales().data(), before.v_scales().data(), 4 * cache.v_scales().size()) != 0)
         return ::testing::AssertionFailure() << "a refused append changed the cache";
     }

@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/decode/decode_int8.h"
-#include "kernels/decode/registry.h"
+#include "kernels/decode/decode.h"
+#include "kernels/kv/quantize.h"
+#include "kernels/registry.h"
 
 namespace inferlab::testing {
 
@@ -35,40 +36,22 @@ struct Int8Case {
   std::string name() const;
 };
 
-/// One registered quantized-cache decode version (an Int8DecodeVersion or an Fp8DecodeVersion)
-/// on one test shape: the parameter of chapter 04's decode suites.
-template <class Version>
+/// One registered quantized-cache decode version (an INT8 or FP8 row of decode_versions()) on
+/// one test shape: the parameter of chapter 04's decode suites.
 struct QuantizedVersionCase {
-  const Version* version = nullptr;  ///< the version under test
-  Int8Case shape;                    ///< the shape it runs on
+  const DecodeVersion* version = nullptr;  ///< the version under test
+  Int8Case shape;                          ///< the shape it runs on
 };
 
-/// Every version of @p versions registered on @p backend, crossed with @p shapes.
-template <class Version>
-std::vector<QuantizedVersionCase<Version>> quantized_version_cases(const std::vector<Version>& versions,
-                                                                   Backend backend,
-                                                                   const std::vector<Int8Case>& shapes) {
-  std::vector<QuantizedVersionCase<Version>> cases;
-  for (const Version& version : versions)
-    if (version.backend == backend)
-      for (const Int8Case& shape : shapes) cases.push_back({&version, shape});
-  return cases;
-}
+/// Every decode version registered for @p dtype caches on @p backend, crossed with @p shapes.
+std::vector<QuantizedVersionCase> quantized_version_cases(KvDtype dtype, Backend backend,
+                                                          const std::vector<Int8Case>& shapes);
 
 /// Prints "cuda/decode_int8 (sim) b2_L9-33_steps2_…" in gtest messages.
-template <class Version>
-void PrintTo(const QuantizedVersionCase<Version>& c, std::ostream* out) {
-  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
-}
+void PrintTo(const QuantizedVersionCase& c, std::ostream* out);
 
 /// "cuda_decode_int8_b2_L9_33_steps2_…": a gtest parameter name for @p info's case.
-template <class Version>
-std::string quantized_version_case_name(const ::testing::TestParamInfo<QuantizedVersionCase<Version>>& info) {
-  std::string name = info.param.version->name + "_" + info.param.shape.name();
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name;
-}
+std::string quantized_version_case_name(const ::testing::TestParamInfo<QuantizedVersionCase>& info);
 
 /// The measured error of one decode step against the unquantized attention.
 struct Int8Errors {
@@ -76,7 +59,7 @@ struct Int8Errors {
   double max_abs = 0.0;        ///< max |ô − o|
   double bound = 0.0;          ///< the derived per-element bound (smallest over the sequences)
   double max_kl = 0.0;         ///< max over (sequence, head) of KL(p ‖ p̂) of the softmax weights
-  int64_t saturated = 0;       ///< values the cache clamped (Int8KvCache::saturated_count())
+  int64_t saturated = 0;       ///< values the cache clamped (KvCache::saturated_count())
 };
 
 /// The odd shapes: ragged batches, L = 1 … 129 (capped at @p max_length), head_dim 64/80/96/128
@@ -85,17 +68,17 @@ struct Int8Errors {
 /// after the prefill, so per-channel K scales calibrated on the prompt meet later tokens.
 std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 
-/// Replays generation for @p c: prefill length − steps tokens into an Int8KvCache and an fp32
+/// Replays generation for @p c: prefill length − steps tokens into an KvCache and an fp32
 /// KvCache, then each step @p append (int8) / KvCache::append (fp32) one token and run @p decode;
-/// checks every step (a) finite, (b) within attention_tolerance(fp32) of decode_int8_reference
-/// (the exact result over the dequantized cache), (c) within int8_kv_output_bound of
+/// checks every step (a) finite, (b) within attention_tolerance(fp32) of decode_reference over
+/// the INT8 cache (the exact result over the dequantized values), (c) within int8_kv_output_bound of
 /// decode_reference over the fp32 data and of the chapter-03 cpu/decode_simd, the score error
 /// summed from int8_element_error_bound (half a step, or the clamped excess of a saturated
 /// value), and (d) the cache's saturated_count() equals the number of values that had to be
 /// clamped, counted here from the inputs and the stored steps. The message names the step,
 /// relative error, max-abs against the bound, softmax KL, the saturations and the seed.
 /// @p errors (when given) receives the errors of the last step.
-::testing::AssertionResult int8_decode_within_budget(const Int8DecodeFn& decode, const Int8AppendFn& append,
+::testing::AssertionResult int8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
                                                      const Int8Case& c, Int8Errors* errors = nullptr);
 
 /// Quantizes values in and beyond ±127·scale with @p quantize and compares each with
@@ -107,7 +90,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 /// of its input when the input is inside ±127·step, else saturated to ±127·step with the input's
 /// sign; no byte is −128; lengths advanced. Per-token scales (fp32, or fp16 rounded up) must
 /// saturate nothing; per-channel K must report its saturations.
-::testing::AssertionResult round_trip_within_half_step(const Int8AppendFn& append, KeyScaling key_scaling,
+::testing::AssertionResult round_trip_within_half_step(const KvAppendFn& append, KeyScaling key_scaling,
                                                        int64_t tokens, ScaleDtype scale_dtype = ScaleDtype::fp32);
 
 /// scale_to_fp16_up on edge and random values: the result is an fp16 ≥ the scale, the fp16
@@ -116,6 +99,6 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 
 /// A NaN (and an Inf) in k_new / v_new of (sequence 1, KV head 2) must throw
 /// std::invalid_argument naming "sequence 1" and "KV head 2", changing no byte and no length.
-::testing::AssertionResult append_rejects_non_finite(const Int8AppendFn& append);
+::testing::AssertionResult append_rejects_non_finite(const KvAppendFn& append);
 
 }  // namespace inferlab::testing

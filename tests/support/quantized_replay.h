@@ -12,7 +12,7 @@
 
 #include "common/rng.h"
 #include "common/tensor.h"
-#include "kernels/decode/kv_cache.h"
+#include "kernels/kv/kv_cache.h"
 #include "tests/support/int8_check.h"
 
 namespace inferlab::testing {

@@ -25,8 +25,9 @@ DecodeFn decode_with(DecodeFixture fixture) {
   };
 }
 
+// cpu/append writes every format with the same code; the fp32 row serves both dtypes here.
 const KvAppendFn& cpu_append() {
-  return kv_append_version_for(Backend::cpu).run;
+  return kv_append_version_for(Backend::cpu, KvDtype::fp32).run;
 }
 
 TEST(WrongCh03, FixtureWithoutMistakesPasses) {

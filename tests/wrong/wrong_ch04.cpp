@@ -17,24 +17,24 @@ namespace inferlab {
 namespace {
 
 // A scalar INT8 decode; with @p wrong_token_scale each V row j uses the scale of row (j+1) mod L.
-void scalar_decode_int8(const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out, bool wrong_token_scale) {
+void scalar_decode_int8(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out, bool wrong_token_scale) {
   const auto value = [&](int64_t b, int64_t g, int64_t j, int64_t c) {
     const int64_t L = cache.length(b), scale_token = wrong_token_scale ? (j + 1) % L : j;
     const int8_t byte = cache.v_int8()[size_t(cache.shape().offset(b, g, j) + c)];
-    return dequantize_int8(byte, cache.value_step(b, g, scale_token));
+    return dequantize_int8(byte, cache.value_scale(b, g, scale_token));
   };
   testing::scalar_decode(
       q, decode_shape(q, cache), cache.lengths(),
       [&](int64_t b, int64_t g, int64_t j, int64_t c) { return cache.key(b, g, j, c); }, value, out);
 }
 
-Int8DecodeFn decode_with(bool wrong_token_scale) {
-  return [wrong_token_scale](const Tensor<float>& q, const Int8KvCache& cache, Tensor<float>& out) {
+DecodeFn decode_with(bool wrong_token_scale) {
+  return [wrong_token_scale](const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
     scalar_decode_int8(q, cache, out, wrong_token_scale);
   };
 }
 
-const Int8AppendFn cpu_append = [](Int8KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+const KvAppendFn cpu_append = [](KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
   cache.append(k_new, v_new);
 };
 
@@ -56,7 +56,7 @@ TEST(WrongCh04, ScaleFromTheWrongTokenIsRejected) {
 }
 
 TEST(WrongCh04, UncountedSaturationIsRejected) {
-  const Int8AppendFn uncounted = [](Int8KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+  const KvAppendFn uncounted = [](KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
     const int64_t before = cache.saturated_count();
     cache.append(k_new, v_new);
     cache.add_saturated(before - cache.saturated_count());  // the clamps go unreported

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <vector>
 
-#include "kernels/quant/fp8_e4m3.h"
+#include "kernels/kv/fp8_e4m3.h"
 #include "tests/support/fp8_check.h"
 #include "tests/support/scalar_decode.h"
 
@@ -38,8 +38,8 @@ float quantize_row(std::span<const float> row, std::span<uint8_t> codes, float r
 }
 
 // A scalar FP8 decode; with @p wrong_bias the codes are read with exponent bias 8.
-void scalar_decode_fp8(const Tensor<float>& q, const Fp8KvCache& cache, Tensor<float>& out, bool wrong_bias) {
-  const auto element = [&](const HugePageBuffer<uint8_t>& codes, float scale, int64_t b, int64_t g, int64_t j, int64_t c) {
+void scalar_decode_fp8(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out, bool wrong_bias) {
+  const auto element = [&](std::span<const uint8_t> codes, float scale, int64_t b, int64_t g, int64_t j, int64_t c) {
     const float x = fp8_e4m3_to_float(codes[size_t(cache.shape().offset(b, g, j) + c)]);
     return scale * (wrong_bias ? 0.5f * x : x);
   };
@@ -54,8 +54,8 @@ void scalar_decode_fp8(const Tensor<float>& q, const Fp8KvCache& cache, Tensor<f
       out);
 }
 
-Fp8DecodeFn decode_with(bool wrong_bias) {
-  return [wrong_bias](const Tensor<float>& q, const Fp8KvCache& cache, Tensor<float>& out) {
+DecodeFn decode_with(bool wrong_bias) {
+  return [wrong_bias](const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
     scalar_decode_fp8(q, cache, out, wrong_bias);
   };
 }

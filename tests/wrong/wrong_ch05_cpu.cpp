@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
 #include "kernels/fused/split_kv.h"
 #include "tests/support/attention_check.h"
 #include "tests/support/decode_check.h"
@@ -171,7 +171,7 @@ DecodeFn split_fixture(bool reduce_without_rescale, int64_t num_splits) {
 }
 
 bool split_rejected(bool reduce_without_rescale, int64_t num_splits, const DecodeCase& c) {
-  const KvAppendFn& append = kv_append_version_for(Backend::cpu).run;
+  const KvAppendFn& append = kv_append_version_for(Backend::cpu, KvDtype::fp32).run;
   return !testing::decode_steps_match_prefill(split_fixture(reduce_without_rescale, num_splits), KvDtype::fp32, append,
                                               c);
 }

@@ -8,8 +8,8 @@
 #include "chapters/tour.h"
 #include "common/npy.h"
 #include "common/roofline.h"
-#include "kernels/attention/registry.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
+#include "kernels/registry.h"
 #include "tools/cli/args.h"
 
 namespace inferlab::cli {
@@ -132,13 +132,10 @@ int versions(const std::vector<std::string>& argv) {
       std::cout << "Decode attention versions of chapter " << std::setfill('0') << std::setw(2) << chapter
                 << std::setfill(' ') << " (one entry per KV-cache dtype):\n";
     }
-    row(v.name, v.backend, v.chapter, to_string(v.cache_dtype), v.summary);
+    row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
   }
-  std::cout << "Quantized-cache decode versions (`inferlab decode --cache int8|int8-channel|fp8`):\n";
-  for (const Int8DecodeVersion& v : int8_decode_versions()) row(v.name, v.backend, v.chapter, "int8", v.summary);
-  for (const Fp8DecodeVersion& v : fp8_decode_versions()) row(v.name, v.backend, v.chapter, "fp8 ", v.summary);
-  std::cout << "Quantize-on-append versions:\n";
-  for (const Int8AppendVersion& v : int8_append_versions()) row(v.name, v.backend, v.chapter, "int8", v.summary);
+  std::cout << "KV-cache append versions (one entry per KV-cache dtype):\n";
+  for (const KvAppendVersion& v : kv_append_versions()) row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
   return 0;
 }
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "common/npy.h"
-#include "kernels/decode/registry.h"
+#include "kernels/registry.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
@@ -15,50 +15,22 @@ namespace inferlab::cli {
 
 namespace {
 
-// The entry of @p versions called @p name on @p backend; throws std::invalid_argument listing
-// the known ones otherwise.
-template <class Version>
-const Version& find_version(const std::vector<Version>& versions, std::string_view name, Backend backend,
-                            std::string_view cache) {
-  std::string known;
-  for (const Version& version : versions) {
-    if (version.name == name && version.backend == backend) return version;
-    known += (known.empty() ? "" : ", ") + version.name + " (" + std::string(to_string(version.backend)) + ")";
-  }
-  throw std::invalid_argument("version = " + std::string(name) + " on backend " + std::string(to_string(backend)) +
-                              " with an " + std::string(cache) + " cache: is not registered; known: " + known);
-}
-
-// Runs the INT8 or FP8 version for --cache @p cache_kind on the fp32 data, writes the output and
-// reports the quantization.
-int decode_quantized(const Args& args, const std::string& cache_kind, const Tensor<float>& q, const Tensor<float>& k,
+// Runs the INT8 or FP8 version for the quantized @p format on the fp32 data, writes the output
+// and reports the quantization.
+int decode_quantized(const Args& args, const KvFormat& format, const Tensor<float>& q, const Tensor<float>& k,
                      const Tensor<float>& v, const std::vector<int64_t>& lengths, Backend backend) {
-  const bool fp8 = cache_kind == "fp8";
-  Tensor<float> out;
-  std::string name;
-  int64_t saturated = 0;
-  size_t bytes = 0;
-  if (fp8) {
-    const Fp8DecodeVersion& version =
-        find_version(fp8_decode_versions(), args.get_or("version", "cuda/decode_fp8"), backend, "fp8");
-    const Fp8KvCache cache = make_fp8_kv_cache(k, v, lengths);
-    out = Tensor<float>(decode_shape(q, cache).query_shape());
-    version.run(q, cache, out);
-    name = version.name, saturated = cache.saturated_count(), bytes = cache.bytes();
-  } else {
-    const KeyScaling scaling = cache_kind == "int8" ? KeyScaling::per_token : KeyScaling::per_channel;
-    const Int8DecodeVersion& version = find_version(
-        int8_decode_versions(),
-        args.get_or("version", backend == Backend::cpu ? "cpu/decode_int8_simd" : "cuda/decode_int8"), backend, "int8");
-    const Int8KvCache cache = make_int8_kv_cache(k, v, lengths, scaling);
-    out = Tensor<float>(decode_shape(q, cache).query_shape());
-    version.run(q, cache, out);
-    name = version.name, saturated = cache.saturated_count(), bytes = cache.bytes();
-  }
+  const char* default_version = format.dtype == KvDtype::fp8 ? "cuda/decode_fp8"
+                                : backend == Backend::cpu    ? "cpu/decode_int8_simd"
+                                                             : "cuda/decode_int8";
+  const DecodeVersion& version = find_decode_version(args.get_or("version", default_version), backend, format.dtype);
+  const KvCache cache = make_kv_cache(k, v, lengths, format);
+  Tensor<float> out(decode_shape(q, cache).query_shape());
+  version.run(q, cache, out);
   write_npy(args.required("out"), out);
-  std::cout << name << " (" << to_string(backend) << ", " << cache_kind << " cache, quantized on load: "
-            << bytes << " bytes vs " << 2 * k.size() * 4 << " as fp32; " << saturated
-            << " values saturated): " << to_string(out.shape()) << " written to " << args.required("out") << "\n";
+  std::cout << version.name << " (" << to_string(backend) << ", " << format.name()
+            << " cache, quantized on load: " << cache.bytes() << " bytes vs " << 2 * k.size() * 4 << " as fp32; "
+            << cache.saturated_count() << " values saturated): " << to_string(out.shape()) << " written to "
+            << args.required("out") << "\n";
   return 0;
 }
 
@@ -84,7 +56,7 @@ int decode(const std::vector<std::string>& argv) {
     const std::string kind = args.required("cache");
     require(kind == "int8" || kind == "int8-channel" || kind == "fp8", "--cache", kind,
             "must be int8 (per-token K scales), int8-channel (per-channel K scales) or fp8 (E4M3)");
-    return decode_quantized(args, kind, q, k, v, lengths, backend);
+    return decode_quantized(args, parse_kv_format(kind), q, k, v, lengths, backend);
   }
   const DecodeVersion& version = find_decode_version(args.get_or("version", "cpu/decode"), backend, dtype);
   const KvCache cache = make_kv_cache(k, v, lengths, dtype);

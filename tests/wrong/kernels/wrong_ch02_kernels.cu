@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/device_buffer.cuh"
+#include "kernels/primitives/device_buffer.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS::wrong_ch02 {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/decode/decode.h"
-#include "kernels/device_buffer.cuh"
+#include "kernels/primitives/device_buffer.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS::wrong_ch03 {
 
@@ -59,8 +59,8 @@ void run(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
   DeviceBuffer<T> k(cache.bytes_per_tensor() / sizeof(T)), v(cache.bytes_per_tensor() / sizeof(T));
-  check_cuda(cudaMemcpy(k.data(), cache.k_bytes(), cache.bytes_per_tensor(), cudaMemcpyHostToDevice), "upload K");
-  check_cuda(cudaMemcpy(v.data(), cache.v_bytes(), cache.bytes_per_tensor(), cudaMemcpyHostToDevice), "upload V");
+  check_cuda(cudaMemcpy(k.data(), cache.k_bytes().data(), cache.bytes_per_tensor(), cudaMemcpyHostToDevice), "upload K");
+  check_cuda(cudaMemcpy(v.data(), cache.v_bytes().data(), cache.bytes_per_tensor(), cudaMemcpyHostToDevice), "upload V");
   DeviceBuffer<int> lengths(size_t(s.batch));
   lengths.upload(reinterpret_cast<const int*>(cache.lengths().data()));
   DeviceBuffer<float> d_q(size_t(q.size())), d_out(size_t(out.size()));

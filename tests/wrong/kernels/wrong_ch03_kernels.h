@@ -1,8 +1,8 @@
 #pragma once
 // Chapter-03 CUDA fixtures for tests/wrong/wrong_ch03_decode.cpp: a small decode kernel (one
 // warp per (query head, sequence)), correct or with one deliberate mistake, behind the DecodeFn
-// signature (kernels/decode/registry.h). Compiled for sim (and cuda) by inferlab_add_kernels.
-#include "kernels/decode/kv_cache.h"
+// signature (kernels/registry.h). Compiled for sim (and cuda) by inferlab_add_kernels.
+#include "kernels/kv/kv_cache.h"
 #include "simt/simt.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::wrong_ch03 {

@@ -2,7 +2,7 @@
 // Chapter-05 CUDA fixtures for tests/wrong/wrong_ch05_gpu.cpp: a small fused prefill kernel
 // (one thread per query row, K/V tiles of 32 keys in shared memory, online softmax in
 // registers), correct or with one deliberate mistake, behind the AttentionFn signature
-// (kernels/attention/registry.h). Compiled for sim (and cuda) by inferlab_add_kernels.
+// (kernels/registry.h). Compiled for sim (and cuda) by inferlab_add_kernels.
 #include "common/tensor.h"
 #include "simt/simt.h"
 

@@ -17,10 +17,9 @@
 
 #include "common/check.h"
 #include "kernels/attention/cuda_prefill.cuh"
-#include "kernels/attention/cuda_timing.h"
-#include "kernels/cublas_handle.cuh"
+#include "kernels/timing/cuda_timing.h"
+#include "kernels/primitives/cublas_handle.cuh"
 #include "kernels/decode/cuda_decode.cuh"
-#include "kernels/quant/cuda_int8_kv_cache.cuh"
 #include "kernels/fused/cuda_fused.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
@@ -182,9 +181,13 @@ double time_decode(const DecodeShape& shape, int64_t seq_len, int warmup, int re
   const std::vector<int> host_lengths(size_t(shape.batch), int(seq_len));
   lengths.upload(host_lengths.data());
   check_cuda(cudaStreamSynchronize(stream.get()), "filling the decode inputs");
-  DeviceDecodeOf<T> problem;
+  DeviceDecode<T> problem;
   problem.q = q.data();
-  problem.cache = {k.data(), v.data(), lengths.data(), cache_shape};
+  problem.cache.k = k.data();
+  problem.cache.v = v.data();
+  problem.cache.lengths = lengths.data();
+  problem.cache.layout = {cache_shape.num_kv_heads, cache_shape.max_seq_len};
+  problem.cache.head_dim = cache_shape.head_dim;
   problem.out = out.data();
   problem.shape = shape;
   problem.max_length = int(seq_len);
@@ -211,19 +214,20 @@ double time_decode_int8(KeyScaling key_scaling, const DecodeShape& shape, int64_
   const std::vector<int> host_lengths(size_t(shape.batch), int(seq_len));
   lengths.upload(host_lengths.data());
   check_cuda(cudaStreamSynchronize(stream.get()), "filling the INT8 decode inputs");
-  DeviceDecodeInt8 problem;
+  DeviceDecode<int8_t> problem;
   problem.q = q.data();
   problem.cache.k = k.data();
   problem.cache.v = v.data();
   problem.cache.k_scales = k_scales.data();
   problem.cache.v_scales = v_scales.data();
   problem.cache.lengths = lengths.data();
-  problem.cache.shape = cache_shape;
+  problem.cache.layout = {cache_shape.num_kv_heads, cache_shape.max_seq_len};
+  problem.cache.head_dim = cache_shape.head_dim;
   problem.cache.per_channel = per_channel;
   problem.out = out.data();
   problem.shape = shape;
   problem.max_length = int(seq_len);
-  return time_on_stream([&] { decode_int8_device(problem, stream.get()); }, stream.get(), warmup, repetitions);
+  return time_on_stream([&] { decode_int8_device<float>(problem, stream.get()); }, stream.get(), warmup, repetitions);
 }
 
 void check_shape(const AttentionShape& shape) {

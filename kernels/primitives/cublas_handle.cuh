@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/device_buffer.cuh"
+#include "kernels/primitives/device_buffer.cuh"
 #include "simt/cublas.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {

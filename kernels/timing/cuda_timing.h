@@ -17,7 +17,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
-#include "kernels/quant/int8_kv_cache.h"
+#include "kernels/kv/kv_format.h"
 
 namespace inferlab {
 
@@ -56,7 +56,7 @@ double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, in
                                int repetitions);
 
 /// Mean seconds per call of chapter 04's cuda/decode_int8 (decode_int8_device,
-/// kernels/quant/cuda_int8_kv_cache.cuh) over a device-resident INT8 cache with @p key_scaling K
+/// kernels/decode/cuda_decode.cuh) over a device-resident INT8 cache with @p key_scaling K
 /// scales (fp32 scales), otherwise as decode_seconds_per_call().
 double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
                                     int repetitions);

@@ -1,0 +1,445 @@
+// The KV cache's bookkeeping, written once for every format (kv_cache.h): sizes, lengths,
+// capacity and finiteness checks, poisoning, prefill, append, element access.
+#include "kernels/kv/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "common/check.h"
+#include "common/half.h"
+#include "kernels/kv/fp8_e4m3.h"
+#include "kernels/kv/quantize.h"
+
+namespace inferlab {
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr uint16_t kHalfNaN = 0x7E00;  // a quiet NaN in fp16
+
+template <class T>
+T load_as(const std::byte* p) {
+  T x;
+  std::memcpy(&x, p, sizeof(T));
+  return x;
+}
+
+template <class T>
+void store_as(std::byte* p, T x) {
+  std::memcpy(p, &x, sizeof(T));
+}
+
+[[noreturn]] void wrong_type(const char* accessor, const KvFormat& format) {
+  throw std::logic_error(std::string("KvCache::") + accessor + ": the cache stores " + format.name());
+}
+
+}  // namespace
+
+KvCache::KvCache(const KvCacheShape& shape, KvFormat format) : shape_(shape), format_(format) {
+  require_positive("batch", shape.batch);
+  require_positive("num_kv_heads", shape.num_kv_heads);
+  require_positive("max_seq_len", shape.max_seq_len);
+  require_positive("head_dim", shape.head_dim);
+  require_positive("num_layers", shape.num_layers);
+  require(shape.max_seq_len <= INT32_MAX, "max_seq_len", shape.max_seq_len, "must fit in int32");
+  layout_ = {shape.num_kv_heads, shape.max_seq_len};
+  lengths_.assign(size_t(shape.batch), 0);
+  const size_t rows = size_t(shape.num_layers * shape.rows());
+  const size_t element_bytes = rows * size_t(shape.head_dim) * format.element_bytes();
+  // Unused rows are poisoned: 0xFF bytes are NaN in fp32 and fp16 (and −1 in int8, whose NaN
+  // scales poison the row); FP8 rows hold the NaN code.
+  const std::byte fill = format.dtype == KvDtype::fp8 ? std::byte{kFp8E4M3NaN} : std::byte{0xFF};
+  k_.assign(element_bytes, fill);
+  v_.assign(element_bytes, fill);
+  if (format.quantized()) {
+    const size_t s = format.scale_bytes();
+    const size_t k_scales = format.per_channel() ? size_t(shape.num_layers * shape.batch * shape.num_kv_heads * shape.head_dim)
+                                                 : rows;
+    k_scales_.resize(k_scales * s);
+    v_scales_.resize(rows * s);
+    for (size_t i = 0; i < k_scales; ++i) poison_scale(k_scales_, int64_t(i));
+    for (size_t i = 0; i < rows; ++i) poison_scale(v_scales_, int64_t(i));
+  }
+}
+
+void KvCache::check_sequence(int64_t sequence) const {
+  require(sequence >= 0 && sequence < shape_.batch, "sequence", sequence,
+          "must be in [0, batch = " + std::to_string(shape_.batch) + ")");
+}
+
+void KvCache::check_layer(int64_t layer) const {
+  require(layer >= 0 && layer < shape_.num_layers, "layer", layer,
+          "must be in [0, num_layers = " + std::to_string(shape_.num_layers) + ")");
+}
+
+void KvCache::require_finite(const float* x, int64_t n, const char* what, int64_t sequence, int64_t kv_head) const {
+  if (!format_.quantized()) return;  // fp32/fp16 store NaN and Inf as they are
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      throw std::invalid_argument(std::string(what) + ": sequence " + std::to_string(sequence) + ", KV head " +
+                                  std::to_string(kv_head) +
+                                  " holds a non-finite value (NaN/Inf): it cannot be quantized to " + format_.name() +
+                                  " and nothing was written");
+}
+
+int64_t KvCache::length(int64_t sequence) const {
+  check_sequence(sequence);
+  return lengths_[size_t(sequence)];
+}
+
+int64_t KvCache::max_length() const {
+  return *std::max_element(lengths_.begin(), lengths_.end());
+}
+
+// ---- scales and elements ----
+
+float KvCache::scale_at(const HugePageBuffer<std::byte>& scales, int64_t i) const {
+  if (format_.scale_bytes() == 2) return half_bits_to_float(load_as<uint16_t>(scales.data() + 2 * i));
+  return load_as<float>(scales.data() + 4 * i);
+}
+
+float KvCache::set_scale(HugePageBuffer<std::byte>& scales, int64_t i, float scale) {
+  if (format_.scale_bytes() == 2) {
+    const uint16_t bits = scale_to_fp16_up(scale);
+    store_as(scales.data() + 2 * i, bits);
+    return half_bits_to_float(bits);
+  }
+  store_as(scales.data() + 4 * i, scale);
+  return scale;
+}
+
+void KvCache::poison_scale(HugePageBuffer<std::byte>& scales, int64_t i) {
+  if (format_.scale_bytes() == 2) {
+    store_as(scales.data() + 2 * i, kHalfNaN);
+  } else {
+    store_as(scales.data() + 4 * i, kNaN);
+  }
+}
+
+float KvCache::element(const HugePageBuffer<std::byte>& from, int64_t index) const {
+  switch (format_.dtype) {
+    case KvDtype::fp32:
+      return load_as<float>(from.data() + 4 * index);
+    case KvDtype::fp16:
+      return half_bits_to_float(load_as<uint16_t>(from.data() + 2 * index));
+    case KvDtype::int8:
+      return float(static_cast<int8_t>(from[size_t(index)]));
+    case KvDtype::fp8:
+      return fp8_e4m3_to_float(static_cast<uint8_t>(from[size_t(index)]));
+  }
+  return kNaN;
+}
+
+float KvCache::key_scale(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer) const {
+  if (!format_.quantized()) return 0.0f;
+  return format_.per_channel() ? scale_at(k_scales_, channel_scale(layer, sequence, kv_head, c))
+                               : scale_at(k_scales_, global_row(layer, sequence, kv_head, token));
+}
+
+float KvCache::value_scale(int64_t sequence, int64_t kv_head, int64_t token, int64_t layer) const {
+  if (!format_.quantized()) return 0.0f;
+  return scale_at(v_scales_, global_row(layer, sequence, kv_head, token));
+}
+
+float KvCache::key(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer) const {
+  const float x = element(k_, global_row(layer, sequence, kv_head, token) * shape_.head_dim + c);
+  return format_.quantized() ? key_scale(sequence, kv_head, token, c, layer) * x : x;
+}
+
+float KvCache::value(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer) const {
+  const float x = element(v_, global_row(layer, sequence, kv_head, token) * shape_.head_dim + c);
+  return format_.quantized() ? value_scale(sequence, kv_head, token, layer) * x : x;
+}
+
+// ---- writing ----
+
+void KvCache::store_token(int64_t layer, int64_t sequence, int64_t kv_head, int64_t row, const float* k_row,
+                          const float* v_row) {
+  const int64_t d = shape_.head_dim;
+  switch (format_.dtype) {
+    case KvDtype::fp32:
+      std::memcpy(k_.data() + 4 * row * d, k_row, size_t(4 * d));
+      std::memcpy(v_.data() + 4 * row * d, v_row, size_t(4 * d));
+      return;
+    case KvDtype::fp16:
+      for (int64_t c = 0; c < d; ++c) {
+        store_as(k_.data() + 2 * (row * d + c), float_to_half_bits(k_row[c]));
+        store_as(v_.data() + 2 * (row * d + c), float_to_half_bits(v_row[c]));
+      }
+      return;
+    case KvDtype::fp8: {
+      auto* k = reinterpret_cast<uint8_t*>(k_.data()) + row * d;
+      auto* v = reinterpret_cast<uint8_t*>(v_.data()) + row * d;
+      set_scale(k_scales_, row, quantize_row_fp8({k_row, size_t(d)}, {k, size_t(d)}, saturated_));
+      set_scale(v_scales_, row, quantize_row_fp8({v_row, size_t(d)}, {v, size_t(d)}, saturated_));
+      return;
+    }
+    case KvDtype::int8:
+      break;
+  }
+  auto* k = reinterpret_cast<int8_t*>(k_.data()) + row * d;
+  auto* v = reinterpret_cast<int8_t*>(v_.data()) + row * d;
+  // Stores x with scale Δ, counting a value that has to be clamped: round(|x|/Δ) > 127, or
+  // x ≠ 0 with Δ = 0 (a per-channel scale calibrated on zeros).
+  const auto quantize = [this](float x, float scale) {
+    if (scale > 0.0f ? std::fabs(std::round(x / scale)) > 127.0f : x != 0.0f) ++saturated_;
+    return quantize_int8(x, scale);
+  };
+  float v_max = 0.0f;
+  for (int64_t c = 0; c < d; ++c) v_max = std::max(v_max, std::fabs(v_row[c]));
+  const float v_scale = set_scale(v_scales_, row, int8_scale(v_max));
+  for (int64_t c = 0; c < d; ++c) v[c] = quantize(v_row[c], v_scale);
+  if (!format_.per_channel()) {
+    float k_max = 0.0f;
+    for (int64_t c = 0; c < d; ++c) k_max = std::max(k_max, std::fabs(k_row[c]));
+    const float k_scale = set_scale(k_scales_, row, int8_scale(k_max));
+    for (int64_t c = 0; c < d; ++c) k[c] = quantize(k_row[c], k_scale);
+    return;
+  }
+  for (int64_t c = 0; c < d; ++c) {
+    const int64_t i = channel_scale(layer, sequence, kv_head, c);
+    float scale = scale_at(k_scales_, i);
+    if (std::isnan(scale)) scale = set_scale(k_scales_, i, int8_scale(std::fabs(k_row[c])));  // no prompt: this token calibrates
+    k[c] = quantize(k_row[c], scale);
+  }
+}
+
+void KvCache::poison_row(int64_t row) {
+  const int64_t d = shape_.head_dim;
+  switch (format_.dtype) {
+    case KvDtype::fp32:
+    case KvDtype::fp16: {
+      const size_t bytes = size_t(d) * format_.element_bytes();
+      std::memset(k_.data() + size_t(row) * bytes, 0xFF, bytes);
+      std::memset(v_.data() + size_t(row) * bytes, 0xFF, bytes);
+      return;
+    }
+    case KvDtype::fp8:
+      std::memset(k_.data() + row * d, kFp8E4M3NaN, size_t(d));
+      std::memset(v_.data() + row * d, kFp8E4M3NaN, size_t(d));
+      poison_scale(k_scales_, row);
+      poison_scale(v_scales_, row);
+      return;
+    case KvDtype::int8:  // the codes stay; NaN scales make the row decode to NaN
+      poison_scale(v_scales_, row);
+      if (!format_.per_channel()) poison_scale(k_scales_, row);
+      return;
+  }
+}
+
+void KvCache::poison_unused() {
+  for (int64_t layer = 0; layer < shape_.num_layers; ++layer)
+    for (int64_t b = 0; b < shape_.batch; ++b)
+      for (int64_t g = 0; g < shape_.num_kv_heads; ++g)
+        for (int64_t t = lengths_[size_t(b)]; t < shape_.max_seq_len; ++t) poison_row(global_row(layer, b, g, t));
+}
+
+void KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v, int64_t layer) {
+  check_sequence(sequence);
+  check_layer(layer);
+  check_rank(k, 3, "k");
+  check_shape(v, k.shape(), "v");
+  const int64_t L = k.dim(1), d = shape_.head_dim, G = shape_.num_kv_heads;
+  require(k.dim(0) == G && k.dim(2) == d, "k.shape", to_string(k.shape()),
+          "must be [num_kv_heads = " + std::to_string(G) + ", seq_len, head_dim = " + std::to_string(d) + "]");
+  require(L <= shape_.max_seq_len, "seq_len (k.shape[1])", L,
+          "exceeds the cache's max_seq_len = " + std::to_string(shape_.max_seq_len));
+  for (int64_t g = 0; g < G; ++g) {
+    require_finite(k.data() + g * L * d, L * d, "k (prefill)", sequence, g);
+    require_finite(v.data() + g * L * d, L * d, "v (prefill)", sequence, g);
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    if (format_.per_channel()) {  // calibrate K's channel scales on the prompt
+      for (int64_t c = 0; c < d; ++c) {
+        float max_abs = 0.0f;
+        for (int64_t t = 0; t < L; ++t) max_abs = std::max(max_abs, std::fabs(k[(g * L + t) * d + c]));
+        const int64_t i = channel_scale(layer, sequence, g, c);
+        if (L > 0) {
+          set_scale(k_scales_, i, int8_scale(max_abs));
+        } else {
+          poison_scale(k_scales_, i);
+        }
+      }
+    }
+    for (int64_t t = 0; t < L; ++t)
+      store_token(layer, sequence, g, global_row(layer, sequence, g, t), k.data() + (g * L + t) * d,
+                  v.data() + (g * L + t) * d);
+  }
+  lengths_[size_t(sequence)] = int32_t(L);
+  poison_unused();
+}
+
+void KvCache::check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const {
+  const Shape token_shape{shape_.batch, shape_.num_kv_heads, shape_.head_dim};
+  check_shape(k_new, token_shape, "k_new");
+  check_shape(v_new, token_shape, "v_new");
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    require(lengths_[size_t(b)] < shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths_[size_t(b)],
+            "sequence " + std::to_string(b) + " is full (max_seq_len = " + std::to_string(shape_.max_seq_len) +
+                "): appending would write past the end of its cache");
+  const int64_t d = shape_.head_dim;
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
+      const int64_t row = (b * shape_.num_kv_heads + g) * d;
+      require_finite(k_new.data() + row, d, "k_new", b, g);
+      require_finite(v_new.data() + row, d, "v_new", b, g);
+    }
+}
+
+void KvCache::store_appended(const Tensor<float>& k_new, const Tensor<float>& v_new, int64_t layer) {
+  check_layer(layer);
+  check_append(k_new, v_new);
+  const int64_t d = shape_.head_dim;
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
+      const int64_t at = (b * shape_.num_kv_heads + g) * d;
+      store_token(layer, b, g, global_row(layer, b, g, lengths_[size_t(b)]), k_new.data() + at, v_new.data() + at);
+    }
+}
+
+void KvCache::commit_append() {
+  for (int32_t& length : lengths_) {
+    if (length >= shape_.max_seq_len) throw std::logic_error("KvCache::commit_append: a sequence is already full");
+    ++length;
+  }
+}
+
+void KvCache::append(const Tensor<float>& k_new, const Tensor<float>& v_new) {
+  require(shape_.num_layers == 1, "num_layers", shape_.num_layers,
+          "append() writes a one-layer cache; a model calls store_appended() per layer, then commit_append()");
+  store_appended(k_new, v_new, 0);
+  commit_append();
+}
+
+void KvCache::set_lengths(const std::vector<int64_t>& lengths) {
+  require(int64_t(lengths.size()) == shape_.batch, "lengths.size()", lengths.size(),
+          "must equal batch = " + std::to_string(shape_.batch));
+  for (size_t b = 0; b < lengths.size(); ++b)
+    require(lengths[b] >= 0 && lengths[b] <= shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths[b],
+            "must be in [0, max_seq_len = " + std::to_string(shape_.max_seq_len) + "]");
+  for (size_t b = 0; b < lengths.size(); ++b) lengths_[b] = int32_t(lengths[b]);
+  poison_unused();
+}
+
+// ---- reading ----
+
+Tensor<float> KvCache::keys(int64_t sequence, int64_t layer) const {
+  check_layer(layer);
+  const int64_t L = length(sequence), d = shape_.head_dim;
+  Tensor<float> out({shape_.num_kv_heads, L, d});
+  for (int64_t g = 0; g < shape_.num_kv_heads; ++g)
+    for (int64_t t = 0; t < L; ++t)
+      for (int64_t c = 0; c < d; ++c) out[(g * L + t) * d + c] = key(sequence, g, t, c, layer);
+  return out;
+}
+
+Tensor<float> KvCache::values(int64_t sequence, int64_t layer) const {
+  check_layer(layer);
+  const int64_t L = length(sequence), d = shape_.head_dim;
+  Tensor<float> out({shape_.num_kv_heads, L, d});
+  for (int64_t g = 0; g < shape_.num_kv_heads; ++g)
+    for (int64_t t = 0; t < L; ++t)
+      for (int64_t c = 0; c < d; ++c) out[(g * L + t) * d + c] = value(sequence, g, t, c, layer);
+  return out;
+}
+
+KvCache KvCache::dequantized() const {
+  KvCache cache(shape_, KvFormat::fp32());
+  for (int64_t layer = 0; layer < shape_.num_layers; ++layer)
+    for (int64_t b = 0; b < shape_.batch; ++b) cache.prefill(b, keys(b, layer), values(b, layer), layer);
+  return cache;
+}
+
+template <class T, class S>
+KvRows<T, S> KvCache::rows(int64_t layer) const {
+  check_layer(layer);
+  constexpr bool kFp32 = std::is_same_v<T, float>, kFp16 = std::is_same_v<T, uint16_t>,
+                 kInt8 = std::is_same_v<T, int8_t>, kFp8 = std::is_same_v<T, uint8_t>;
+  const bool element_ok = (kFp32 && format_.dtype == KvDtype::fp32) || (kFp16 && format_.dtype == KvDtype::fp16) ||
+                          (kInt8 && format_.dtype == KvDtype::int8) || (kFp8 && format_.dtype == KvDtype::fp8);
+  const bool scale_ok = !format_.quantized() || format_.scale_bytes() == sizeof(S);
+  if (!element_ok || !scale_ok) wrong_type("rows", format_);
+  const size_t element_offset = size_t(layer * shape_.elements()) * sizeof(T);
+  const size_t k_scale_count = format_.per_channel() ? size_t(shape_.batch * shape_.num_kv_heads * shape_.head_dim)
+                                                     : size_t(shape_.rows());
+  KvRows<T, S> rows;
+  rows.k = reinterpret_cast<const T*>(k_.data() + element_offset);
+  rows.v = reinterpret_cast<const T*>(v_.data() + element_offset);
+  if (format_.quantized()) {
+    rows.k_scales = reinterpret_cast<const S*>(k_scales_.data()) + size_t(layer) * k_scale_count;
+    rows.v_scales = reinterpret_cast<const S*>(v_scales_.data()) + size_t(layer * shape_.rows());
+  }
+  rows.lengths = lengths_.data();
+  rows.layout = layout_;
+  rows.head_dim = shape_.head_dim;
+  rows.per_channel = format_.per_channel();
+  return rows;
+}
+
+/// @cond INTERNAL
+template KvRows<float, float> KvCache::rows<float, float>(int64_t) const;
+template KvRows<uint16_t, float> KvCache::rows<uint16_t, float>(int64_t) const;
+template KvRows<int8_t, float> KvCache::rows<int8_t, float>(int64_t) const;
+template KvRows<int8_t, uint16_t> KvCache::rows<int8_t, uint16_t>(int64_t) const;
+template KvRows<uint8_t, float> KvCache::rows<uint8_t, float>(int64_t) const;
+/// @endcond
+
+// ---- typed views of the storage ----
+
+#define INFERLAB_KV_VIEW(NAME, TYPE, BUFFER, OK)                                                                \
+  std::span<const TYPE> KvCache::NAME() const {                                                                \
+    if (!(OK)) wrong_type(#NAME, format_);                                                                     \
+    return {reinterpret_cast<const TYPE*>(BUFFER.data()), BUFFER.size() / sizeof(TYPE)};                       \
+  }
+#define INFERLAB_KV_MUTABLE_VIEW(NAME, TYPE, BUFFER, OK)                                                        \
+  INFERLAB_KV_VIEW(NAME, TYPE, BUFFER, OK)                                                                     \
+  std::span<TYPE> KvCache::NAME() {                                                                            \
+    if (!(OK)) wrong_type(#NAME, format_);                                                                     \
+    return {reinterpret_cast<TYPE*>(BUFFER.data()), BUFFER.size() / sizeof(TYPE)};                             \
+  }
+
+INFERLAB_KV_VIEW(k_fp32, float, k_, format_.dtype == KvDtype::fp32)
+INFERLAB_KV_VIEW(v_fp32, float, v_, format_.dtype == KvDtype::fp32)
+INFERLAB_KV_VIEW(k_fp16, uint16_t, k_, format_.dtype == KvDtype::fp16)
+INFERLAB_KV_VIEW(v_fp16, uint16_t, v_, format_.dtype == KvDtype::fp16)
+INFERLAB_KV_MUTABLE_VIEW(k_int8, int8_t, k_, format_.dtype == KvDtype::int8)
+INFERLAB_KV_MUTABLE_VIEW(v_int8, int8_t, v_, format_.dtype == KvDtype::int8)
+INFERLAB_KV_VIEW(k_fp8, uint8_t, k_, format_.dtype == KvDtype::fp8)
+INFERLAB_KV_VIEW(v_fp8, uint8_t, v_, format_.dtype == KvDtype::fp8)
+INFERLAB_KV_MUTABLE_VIEW(k_scales, float, k_scales_, format_.scale_bytes() == 4)
+INFERLAB_KV_MUTABLE_VIEW(v_scales, float, v_scales_, format_.scale_bytes() == 4)
+INFERLAB_KV_MUTABLE_VIEW(k_scales_fp16, uint16_t, k_scales_, format_.scale_bytes() == 2)
+INFERLAB_KV_MUTABLE_VIEW(v_scales_fp16, uint16_t, v_scales_, format_.scale_bytes() == 2)
+
+#undef INFERLAB_KV_MUTABLE_VIEW
+#undef INFERLAB_KV_VIEW
+
+KvCache make_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std::vector<int64_t>& lengths,
+                      KvFormat format) {
+  check_rank(k, 4, "k");
+  check_shape(v, k.shape(), "v");
+  const KvCacheShape shape{k.dim(0), k.dim(1), k.dim(2), k.dim(3)};
+  require(int64_t(lengths.size()) == shape.batch, "lengths.size()", lengths.size(),
+          "must equal batch = k.shape[0] = " + std::to_string(shape.batch));
+  for (size_t b = 0; b < lengths.size(); ++b)
+    require(lengths[b] >= 0 && lengths[b] <= shape.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths[b],
+            "must be in [0, max_seq_len = " + std::to_string(shape.max_seq_len) + "]");
+  KvCache cache(shape, format);
+  const int64_t d = shape.head_dim;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int64_t L = lengths[size_t(b)];
+    Tensor<float> k_b({shape.num_kv_heads, L, d}), v_b({shape.num_kv_heads, L, d});
+    for (int64_t g = 0; g < shape.num_kv_heads; ++g) {
+      std::copy_n(k.data() + shape.offset(b, g, 0), L * d, k_b.data() + g * L * d);
+      std::copy_n(v.data() + shape.offset(b, g, 0), L * d, v_b.data() + g * L * d);
+    }
+    cache.prefill(b, k_b, v_b);
+  }
+  return cache;
+}
+
+}  // namespace inferlab

@@ -1,0 +1,214 @@
+#pragma once
+/// @file kv_cache.h
+/// The KV cache, on the host — one class for every element format (kv_format.h: fp32, fp16,
+/// INT8 with scales, FP8 E4M3 with scales), every layout (kv_layout.h: contiguous today) and
+/// any number of layers sharing one set of lengths.
+///
+/// Sequence b holds lengths[b] tokens in its first lengths[b] rows of every KV head of every
+/// layer. Rows at or past a sequence's length are poisoned — NaN bits for fp32/fp16, 0xFF bytes
+/// for INT8 codes with NaN scales, the NaN code for FP8 — so a kernel reading one of them
+/// produces NaN. Memory for max_seq_len tokens is reserved up front for every sequence (the
+/// contiguous max-length allocation whose waste chapter 06 measures):
+///
+///     bytes = 2 (K and V) · layers · batch · num_kv_heads · max_seq_len · (head_dim · e + s)
+///
+/// with e the element bytes and s the scale bytes per row (per-channel K scales: head_dim per
+/// (sequence, KV head) instead).
+///
+/// Writing: prefill() fills a sequence's first L tokens (quantized for INT8/FP8; per-channel K
+/// scales calibrated on them); each decode step appends one token per sequence at slot
+/// lengths[b] — append() on the CPU, or a device append kernel between check_append() and
+/// commit_append(). Appending to a full sequence, a non-finite value in a quantized cache and
+/// every shape error throw std::invalid_argument naming the argument, and write nothing.
+/// Reading: key() / value() dequantize one element; rows() hands a kernel the raw rows, scales
+/// and layout of one layer (kv_layout.h: KvRows).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/huge_pages.h"
+#include "common/tensor.h"
+#include "kernels/kv/kv_format.h"
+#include "kernels/kv/kv_layout.h"
+
+namespace inferlab {
+
+/// A KV cache on the host (see the file comment). Device versions upload its storage as it is
+/// (the poisoned rows travel too).
+class KvCache {
+ public:
+  /// An empty cache (every length 0, every row poisoned). Throws std::invalid_argument naming
+  /// the size that is not positive.
+  KvCache(const KvCacheShape& shape, KvFormat format);
+
+  /// The sizes.
+  const KvCacheShape& shape() const { return shape_; }
+  /// The element format.
+  const KvFormat& format() const { return format_; }
+  /// The element type (format().dtype).
+  KvDtype dtype() const { return format_.dtype; }
+  /// The layout of one layer.
+  const ContiguousLayout& layout() const { return layout_; }
+  /// Tokens cached for every sequence (int32, as the device kernels read them).
+  const std::vector<int32_t>& lengths() const { return lengths_; }
+  /// Tokens cached for @p sequence.
+  int64_t length(int64_t sequence) const;
+  /// The longest length in the batch.
+  int64_t max_length() const;
+  /// Values clamped while quantizing: INT8 per-channel K values outside the range their scales
+  /// were calibrated on, groups whose fp16 scale hit the fp16 maximum, FP8 values past 448.
+  int64_t saturated_count() const { return saturated_; }
+  /// Adds @p count to saturated_count() (a device append reports its clamps).
+  void add_saturated(int64_t count) { saturated_ += count; }
+
+  /// Bytes of K (= of V) elements, all layers.
+  size_t bytes_per_tensor() const { return k_.size(); }
+  /// Bytes of all scales (K's and V's, all layers); 0 for fp32/fp16.
+  size_t scale_bytes() const { return k_scales_.size() + v_scales_.size(); }
+  /// Bytes of everything: K, V and the scales.
+  size_t bytes() const { return 2 * bytes_per_tensor() + scale_bytes(); }
+
+  /// Fills sequence @p sequence of layer @p layer with the tokens of @p k and @p v, both
+  /// [num_kv_heads, seq_len, head_dim] (quantized for INT8/FP8; per-channel K scales set from
+  /// them): its length becomes seq_len, and the rows past it are poisoned again. Throws
+  /// std::invalid_argument on a shape error, seq_len > max_seq_len, or (quantized formats) a
+  /// non-finite value, naming the sequence and KV head; nothing is written then.
+  void prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v, int64_t layer = 0);
+
+  /// Checks that one token can be appended to every sequence: @p k_new and @p v_new are
+  /// [batch, num_kv_heads, head_dim], no sequence is full and (quantized formats) every value
+  /// is finite. Throws std::invalid_argument naming the first full sequence ("lengths[b] =
+  /// max_seq_len: ... is full") or the (sequence, KV head) holding a NaN/Inf otherwise. Every
+  /// append version calls this before it writes anything.
+  void check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const;
+  /// Writes one token per sequence into slot lengths[b] of layer @p layer (check_append()
+  /// first) without advancing the lengths: a model writes every layer, then commits once.
+  void store_appended(const Tensor<float>& k_new, const Tensor<float>& v_new, int64_t layer);
+  /// Increments every length by one: the last step of an append, after the new token's K and
+  /// V were written at slot lengths[b] of every layer (by store_appended() or a device kernel).
+  void commit_append();
+  /// The CPU append ("cpu/append"): check_append(), write each sequence's new K and V at slot
+  /// lengths[b] (rounded or quantized to the format), commit_append(). One-layer caches only.
+  void append(const Tensor<float>& k_new, const Tensor<float>& v_new);
+
+  /// Sets every length (each in [0, max_seq_len], else std::invalid_argument naming it) and
+  /// poisons the rows past them; the tokens below them keep their values. For callers that
+  /// fill the storage directly (the benchmarks' random caches).
+  void set_lengths(const std::vector<int64_t>& lengths);
+
+  /// Element (sequence, kv_head, token, c) of K as float (fp16 converted exactly, codes
+  /// dequantized).
+  float key(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer = 0) const;
+  /// Element (sequence, kv_head, token, c) of V as float.
+  float value(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer = 0) const;
+  /// The scale Δ that multiplies the stored code of K element (sequence, kv_head, token, c): the
+  /// row's (INT8 per-token, FP8) or channel c's (INT8 per-channel) — for INT8 also the
+  /// quantization step; 0 for fp32/fp16.
+  float key_scale(int64_t sequence, int64_t kv_head, int64_t token, int64_t c = 0, int64_t layer = 0) const;
+  /// The scale Δ of V row (sequence, kv_head, token); 0 for fp32/fp16.
+  float value_scale(int64_t sequence, int64_t kv_head, int64_t token, int64_t layer = 0) const;
+  /// The cached keys of @p sequence as [num_kv_heads, length, head_dim] floats.
+  Tensor<float> keys(int64_t sequence, int64_t layer = 0) const;
+  /// The cached values of @p sequence as [num_kv_heads, length, head_dim] floats.
+  Tensor<float> values(int64_t sequence, int64_t layer = 0) const;
+  /// An fp32 cache of the same shape holding the dequantized values (same lengths, the rest
+  /// poisoned): the float64 oracle over it is what an exact decode of this cache computes.
+  KvCache dequantized() const;
+
+  /// The rows, scales and layout of layer @p layer, as a kernel reads them: T is the stored
+  /// element (float, uint16_t fp16 bits, int8_t, uint8_t FP8 codes) and S the scale (float or
+  /// uint16_t fp16 bits). Throws std::logic_error when T or S is not what the format stores.
+  template <class T, class S = float>
+  KvRows<T, S> rows(int64_t layer = 0) const;
+
+  /// Flat index of the per-token scale of (sequence, kv_head, token) of layer 0 (= its row).
+  int64_t token_scale_index(int64_t sequence, int64_t kv_head, int64_t token) const {
+    return layout_.row(sequence, kv_head, token);
+  }
+  /// Flat index of channel @p c's K scale of (sequence, kv_head) of layer 0.
+  int64_t channel_scale_index(int64_t sequence, int64_t kv_head, int64_t c) const {
+    return layout_.head(sequence, kv_head) * shape_.head_dim + c;
+  }
+
+  /// Typed views of the storage, all layers (layer after layer). Each throws std::logic_error
+  /// unless the format stores that type: fp32 → k_fp32(); fp16 → k_fp16() (bits); int8 →
+  /// k_int8() with k_scales() (fp32) or k_scales_fp16() (bits); fp8 → k_fp8() with k_scales().
+  std::span<const float> k_fp32() const;
+  std::span<const float> v_fp32() const;       ///< see k_fp32()
+  std::span<const uint16_t> k_fp16() const;    ///< see k_fp32()
+  std::span<const uint16_t> v_fp16() const;    ///< see k_fp32()
+  std::span<int8_t> k_int8();                  ///< see k_fp32()
+  std::span<int8_t> v_int8();                  ///< see k_fp32()
+  std::span<const int8_t> k_int8() const;      ///< see k_fp32()
+  std::span<const int8_t> v_int8() const;      ///< see k_fp32()
+  std::span<const uint8_t> k_fp8() const;      ///< see k_fp32()
+  std::span<const uint8_t> v_fp8() const;      ///< see k_fp32()
+  std::span<float> k_scales();                 ///< see k_fp32()
+  std::span<float> v_scales();                 ///< see k_fp32()
+  std::span<const float> k_scales() const;     ///< see k_fp32()
+  std::span<const float> v_scales() const;     ///< see k_fp32()
+  std::span<uint16_t> k_scales_fp16();         ///< see k_fp32()
+  std::span<uint16_t> v_scales_fp16();         ///< see k_fp32()
+  std::span<const uint16_t> k_scales_fp16() const;  ///< see k_fp32()
+  std::span<const uint16_t> v_scales_fp16() const;  ///< see k_fp32()
+  /// K's raw bytes (bytes_per_tensor() of them), for uploads and device appends.
+  std::span<std::byte> k_bytes() { return {k_.data(), k_.size()}; }
+  /// V's raw bytes.
+  std::span<std::byte> v_bytes() { return {v_.data(), v_.size()}; }
+  /// K's raw bytes.
+  std::span<const std::byte> k_bytes() const { return {k_.data(), k_.size()}; }
+  /// V's raw bytes.
+  std::span<const std::byte> v_bytes() const { return {v_.data(), v_.size()}; }
+  /// K's scales as raw bytes (empty for fp32/fp16).
+  std::span<std::byte> k_scale_bytes() { return {k_scales_.data(), k_scales_.size()}; }
+  /// V's scales as raw bytes.
+  std::span<std::byte> v_scale_bytes() { return {v_scales_.data(), v_scales_.size()}; }
+  /// K's scales as raw bytes.
+  std::span<const std::byte> k_scale_bytes() const { return {k_scales_.data(), k_scales_.size()}; }
+  /// V's scales as raw bytes.
+  std::span<const std::byte> v_scale_bytes() const { return {v_scales_.data(), v_scales_.size()}; }
+
+ private:
+  void check_sequence(int64_t sequence) const;
+  void check_layer(int64_t layer) const;
+  void require_finite(const float* x, int64_t n, const char* what, int64_t sequence, int64_t kv_head) const;
+  void poison_unused();
+  // Rows and scales of the whole cache: layer l's row r is l · shape.rows() + r.
+  int64_t global_row(int64_t layer, int64_t sequence, int64_t kv_head, int64_t token) const {
+    return layer * shape_.rows() + layout_.row(sequence, kv_head, token);
+  }
+  int64_t channel_scale(int64_t layer, int64_t sequence, int64_t kv_head, int64_t c) const {
+    return (layer * shape_.batch * shape_.num_kv_heads + layout_.head(sequence, kv_head)) * shape_.head_dim + c;
+  }
+  // One scale of K or V as a float / stored in the format's scale type (returns the value kept:
+  // fp16 scales are rounded up).
+  float scale_at(const HugePageBuffer<std::byte>& scales, int64_t i) const;
+  float set_scale(HugePageBuffer<std::byte>& scales, int64_t i, float scale);
+  void poison_scale(HugePageBuffer<std::byte>& scales, int64_t i);
+  // Stores one token (k_row, v_row: head_dim floats) into global row @p row of (layer,
+  // sequence, kv_head), quantizing with the format's rules.
+  void store_token(int64_t layer, int64_t sequence, int64_t kv_head, int64_t row, const float* k_row,
+                   const float* v_row);
+  void poison_row(int64_t row);
+  float element(const HugePageBuffer<std::byte>& from, int64_t index) const;
+
+  KvCacheShape shape_;
+  KvFormat format_;
+  ContiguousLayout layout_;
+  std::vector<int32_t> lengths_;
+  int64_t saturated_ = 0;
+  HugePageBuffer<std::byte> k_, v_;              // elements, all layers
+  HugePageBuffer<std::byte> k_scales_, v_scales_;  // scales (quantized formats), all layers
+};
+
+/// A cache of @p format holding external data: @p k and @p v are full caches
+/// [batch, num_kv_heads, max_seq_len, head_dim] (as .npy files store them) and @p lengths the
+/// tokens of each sequence. Only the first lengths[b] tokens are copied (quantized as the
+/// format says); the rest is poisoned. Throws std::invalid_argument naming k, v or lengths[b]
+/// when shapes or lengths are wrong.
+KvCache make_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std::vector<int64_t>& lengths,
+                      KvFormat format);
+
+}  // namespace inferlab

@@ -1,0 +1,49 @@
+#include "kernels/registry.h"
+
+#include <string>
+
+#include "kernels/fused/versions.h"
+
+namespace inferlab {
+
+namespace {
+
+template <class Row>
+std::vector<Row> concatenate(std::vector<Row> first, const std::vector<Row>& second) {
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
+
+}  // namespace
+
+const std::vector<AttentionVersion>& attention_versions() {
+  static const std::vector<AttentionVersion> versions = concatenate(unfused_attention_rows(), fused_attention_rows());
+  return versions;
+}
+
+const std::vector<DecodeVersion>& decode_versions() {
+  static const std::vector<DecodeVersion> versions = concatenate(plain_decode_rows(), split_decode_rows());
+  return versions;
+}
+
+const std::vector<KvAppendVersion>& kv_append_versions() {
+  static const std::vector<KvAppendVersion> versions = append_rows();
+  return versions;
+}
+
+const AttentionVersion& find_attention_version(std::string_view name, Backend backend) {
+  return find_version(attention_versions(), name, backend);
+}
+
+const DecodeVersion& find_decode_version(std::string_view name, Backend backend, KvDtype cache_dtype) {
+  return find_version(decode_versions(), name, backend, cache_dtype);
+}
+
+const KvAppendVersion& kv_append_version_for(Backend backend, KvDtype cache_dtype) {
+  for (const KvAppendVersion& version : kv_append_versions())
+    if (version.backend == backend && version.input == cache_dtype) return version;
+  throw std::invalid_argument("backend = " + std::string(to_string(backend)) + ": no append version writes a " +
+                              std::string(to_string(cache_dtype)) + " cache");
+}
+
+}  // namespace inferlab
