@@ -36,6 +36,7 @@
 
 #include "kernels/decode/cuda_decode.cuh"
 #include "kernels/decode/cuda_decode.h"
+#include "kernels/decode/cuda_decode_host.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

@@ -9,8 +9,8 @@
 //   host tensors   decode_cuda, decode_int8_cuda, decode_fp8_cuda (cuda_decode.h): the DecodeFn
 //                  signature that tests and the CLI use — a thin wrapper: DeviceKvCache uploads
 //                  the host cache (poisoned rows included), the wrapper calls the device level,
-//                  then waits, checks and copies back (decode_on_host_tensors, shared with
-//                  chapter 05's wrappers).
+//                  then waits, checks and copies back (decode_on_host_tensors in
+//                  cuda_decode_host.cuh, shared with chapter 05's wrappers).
 //
 // The cache on the device is kernels/kv/cuda_kv_cache.cuh's DeviceKvCache; a kernel reads it as
 // KvRows (kv_layout.h): rows where the cache's layout puts them, and their scales.
@@ -256,23 +256,6 @@ __global__ void decode_rows_kernel(const float* q, Rows rows, float* out, int nu
     for (int w = 0; w < kDecodeWarps; ++w) sum += partial[w * head_dim + c];
     o[c] = sum * inv_sum;
   }
-}
-
-// What every host-tensor decode wrapper does around its device-level call: uploads @p q,
-// poisons the device output (an element the kernel forgets stays NaN), calls
-// @p queue(q_device, out_device) — which queues the work on the default stream — then checks
-// the launch, waits (errors name @p name) and downloads @p out. Checking shapes and uploading
-// the cache are the caller's.
-template <class Queue>
-void decode_on_host_tensors(const Tensor<float>& q, Tensor<float>& out, const char* name, const Queue& queue) {
-  DeviceBuffer<float> q_device(size_t(q.size()));
-  q_device.upload(q.data());
-  DeviceBuffer<float> out_device(size_t(out.size()));
-  out_device.poison();
-  queue(static_cast<const float*>(q_device.data()), out_device.data());
-  check_cuda(cudaGetLastError(), name);
-  check_cuda(cudaDeviceSynchronize(), name);
-  out_device.download(out.data());
 }
 
 // The lanes per key (G) and vectors per lane (C) for n vectors per row: G a power of two

@@ -24,6 +24,7 @@
 
 #include "kernels/decode/cuda_decode.cuh"
 #include "kernels/decode/cuda_decode.h"
+#include "kernels/decode/cuda_decode_host.cuh"
 #include "kernels/kv/fp8_e4m3.h"
 #if !INFERLAB_BACKEND_IS_SIM
 #include <cuda_fp8.h>

@@ -24,9 +24,10 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/primitives/softmax_warp.cuh"
+#include "kernels/decode/cuda_decode_host.cuh"
 #include "kernels/fused/cuda_decode_split.cuh"
 #include "kernels/fused/cuda_decode_split.h"
+#include "kernels/primitives/softmax_warp.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 
