@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/backend.h"
+#include "common/config.h"
 #include "common/tolerance.h"
 
 namespace inferlab {
@@ -56,4 +57,36 @@ const Version<Fn, Input>& find_version(const std::vector<Version<Fn, Input>>& ve
                               (kind.empty() ? "" : " for " + kind) + ": is not registered; known: " + known);
 }
 
+/// A CUDA version before it is placed on a backend: one kernel source compiled for the emulator
+/// (sim) and, with nvcc, for a GPU (cuda; empty in a build without nvcc). Write the two
+/// functions with INFERLAB_SIM_AND_CUDA(function).
+template <class Fn, class Input = std::monostate>
+struct DeviceRow {
+  std::string name;     ///< e.g. "cuda/decode"
+  Input input{};        ///< as Version::input
+  int chapter = 0;      ///< the chapter that teaches it
+  Precision precision;  ///< the arithmetic
+  std::string summary;  ///< one line for listings
+  Fn sim;               ///< the emulator's build of the function
+  Fn cuda;              ///< nvcc's build, or empty
+};
+
+/// Appends every row of @p rows to @p versions on each device backend this build has: all of
+/// them on sim, then all of them on cuda (when compiled with nvcc).
+template <class Fn, class Input>
+void add_device_rows(std::vector<Version<Fn, Input>>& versions, const std::vector<DeviceRow<Fn, Input>>& rows) {
+  for (const Backend backend : {Backend::sim, Backend::cuda})
+    for (const DeviceRow<Fn, Input>& row : rows) {
+      const Fn& run = backend == Backend::sim ? row.sim : row.cuda;
+      if (run) versions.push_back({row.name, backend, row.input, row.chapter, row.precision, row.summary, run});
+    }
+}
+
 }  // namespace inferlab
+
+#if INFERLAB_WITH_CUDA
+/// The sim and cuda builds of a CUDA entry point, for DeviceRow (cuda empty without nvcc).
+#define INFERLAB_SIM_AND_CUDA(function) ::inferlab::sim::function, ::inferlab::cuda::function
+#else
+#define INFERLAB_SIM_AND_CUDA(function) ::inferlab::sim::function, nullptr
+#endif

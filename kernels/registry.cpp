@@ -1,5 +1,6 @@
 #include "kernels/registry.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/fused/versions.h"
@@ -8,26 +9,28 @@ namespace inferlab {
 
 namespace {
 
+// @p first then @p second, in chapter order (stable: each chapter's rows keep their order).
 template <class Row>
-std::vector<Row> concatenate(std::vector<Row> first, const std::vector<Row>& second) {
+std::vector<Row> in_chapter_order(std::vector<Row> first, const std::vector<Row>& second = {}) {
   first.insert(first.end(), second.begin(), second.end());
+  std::stable_sort(first.begin(), first.end(), [](const Row& a, const Row& b) { return a.chapter < b.chapter; });
   return first;
 }
 
 }  // namespace
 
 const std::vector<AttentionVersion>& attention_versions() {
-  static const std::vector<AttentionVersion> versions = concatenate(unfused_attention_rows(), fused_attention_rows());
+  static const std::vector<AttentionVersion> versions = in_chapter_order(unfused_attention_rows(), fused_attention_rows());
   return versions;
 }
 
 const std::vector<DecodeVersion>& decode_versions() {
-  static const std::vector<DecodeVersion> versions = concatenate(plain_decode_rows(), split_decode_rows());
+  static const std::vector<DecodeVersion> versions = in_chapter_order(plain_decode_rows(), split_decode_rows());
   return versions;
 }
 
 const std::vector<KvAppendVersion>& kv_append_versions() {
-  static const std::vector<KvAppendVersion> versions = append_rows();
+  static const std::vector<KvAppendVersion> versions = in_chapter_order(append_rows());
   return versions;
 }
 

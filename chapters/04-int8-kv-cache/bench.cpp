@@ -24,7 +24,7 @@
 //   ./inferlab bench ch04 --benchmark_out=build/ch04.json --benchmark_out_format=json
 //
 // Counters (chapters/bench_counters.h, set_decode_counters): FLOPs, bytes (int8 rows + scales
-// + fp32 q and out: decode_int8_step_cost; fp16/fp32: decode_step_cost), AI, GFLOP/s, GB/s,
+// + fp32 q and out; fp16/fp32: K, V, q and out — decode_step_cost), AI, GFLOP/s, GB/s,
 // read_pct (% of the measured read bandwidth), best_* from the fastest call, cache_MiB
 // (K + V + scales), llc_MiB, cache_x_llc. Memory: one cache at a time, at most 6 GiB.
 #include <benchmark/benchmark.h>

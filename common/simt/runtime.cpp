@@ -34,9 +34,7 @@ size_t device_bytes_peak = 0;  // the most device_bytes_in_use reached since the
 std::mutex attribute_mutex;
 std::unordered_map<const void*, int> dynamic_shared_limits;
 
-struct Stream {
-  unsigned flags = 0;
-};
+struct Stream {};  // streams order nothing: launches and copies are synchronous
 struct Event {
   std::chrono::steady_clock::time_point time;
   bool recorded = false;
@@ -446,9 +444,9 @@ cudaError_t simt_cudaStreamCreate(cudaStream_t* stream) {
   return simt_cudaStreamCreateWithFlags(stream, 0);
 }
 
-cudaError_t simt_cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+cudaError_t simt_cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
   if (stream == nullptr) return fail(cudaErrorInvalidValue, "cudaStreamCreate: null pointer");
-  *stream = reinterpret_cast<cudaStream_t>(new simt::detail::Stream{flags});
+  *stream = reinterpret_cast<cudaStream_t>(new simt::detail::Stream{});
   return cudaSuccess;
 }
 

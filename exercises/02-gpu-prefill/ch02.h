@@ -6,7 +6,10 @@
 /// copies the inputs to the device, launches your kernel with simt::launch and copies the result
 /// back). Each .cu file is compiled twice (see common/simt/simt.h): by g++ for the SIMT emulator
 /// (namespace inferlab::sim::student — what the grader runs, no GPU needed) and, when nvcc is
-/// found, for a real GPU (inferlab::cuda::student).
+/// found, for a real GPU (inferlab::cuda::student). The launchers hold the device memory in
+/// DeviceBuffer objects — an output buffer starts poisoned (every byte 0xFF, NaN) —, check
+/// every CUDA call with check_cuda and size the grid with blocks_for, all three from
+/// common/simt/device_buffer.h.
 ///
 /// Graded by tests/02-gpu-prefill/test_student.cpp on the sim backend: fresh random inputs, odd
 /// shapes, a float64 oracle, outputs poisoned with NaN (an element you forget to write fails),

@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "02-gpu-prefill/ch02.h"
-#include "02-gpu-prefill/device_tensor.cuh"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -54,7 +54,8 @@ void softmax_rows(const Tensor<float>& scores, Tensor<float>& probs, int threads
 
   throw NotImplemented("softmax_rows");  // TODO(student): delete this line once softmax_rows_kernel is written
 
-  DeviceTensor d_scores(scores), d_probs(probs.size());
+  const DeviceBuffer<float> d_scores(scores);
+  auto d_probs = DeviceBuffer<float>::poisoned(probs.size());
   check_cuda(simt::launch(softmax_rows_kernel, dim3(unsigned(rows)), dim3(unsigned(threads_per_block)), 0, nullptr,
                           static_cast<const float*>(d_scores.data()), d_probs.data(), int(row_len)),
              "softmax_rows_kernel");

@@ -1,44 +1,26 @@
 #pragma once
 // Given host plumbing of the chapter-03 and -04 exercises (nothing to write here): the
-// per-sequence lengths checked (checked_max_length) and copied to the device. The float buffers (DeviceTensor), check_cuda and blocks_for are
-// chapter 02's, from 02-gpu-prefill/device_tensor.cuh. Compiled for sim and cuda like the .cu
-// files that include it, so everything lives in namespace inferlab::INFERLAB_BACKEND_NS::student.
+// per-sequence lengths checked (checked_max_length) and copied to the device as the kernels read
+// them (upload_lengths). The device buffers themselves, check_cuda and blocks_for come from
+// common/simt/device_buffer.h. Compiled for sim and cuda like the .cu files that include it, so
+// everything lives in namespace inferlab::INFERLAB_BACKEND_NS::student.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
-
-#include "02-gpu-prefill/device_tensor.cuh"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
-// A device copy of the lengths (one int per sequence, as the kernels read them), freed on
-// destruction.
-class DeviceLengths {
+// A device copy of the lengths: one int per sequence, as the kernels read them.
+inline DeviceBuffer<int> upload_lengths(const std::vector<int32_t>& lengths) {
   static_assert(sizeof(int) == sizeof(int32_t), "the kernels read the lengths as int");
-
- public:
-  explicit DeviceLengths(const std::vector<int32_t>& lengths) : count_(lengths.size()) {
-    if (count_ == 0) return;
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&data_), bytes()), "cudaMalloc");
-    check_cuda(cudaMemcpy(data_, lengths.data(), bytes(), cudaMemcpyHostToDevice), "cudaMemcpy (lengths)");
-  }
-  DeviceLengths(const DeviceLengths&) = delete;
-  DeviceLengths& operator=(const DeviceLengths&) = delete;
-  ~DeviceLengths() {
-    if (data_ != nullptr) cudaFree(data_);
-  }
-
-  // The device pointer, to pass to a kernel.
-  const int* data() const { return data_; }
-
- private:
-  size_t bytes() const { return count_ * sizeof(int); }
-  int* data_ = nullptr;
-  size_t count_ = 0;
-};
+  DeviceBuffer<int> device(lengths.size());
+  device.upload(reinterpret_cast<const int*>(lengths.data()));
+  return device;
+}
 
 // Checks a decode step's lengths — one per sequence (@p batch of them), each in [1, @p max_seq_len]
 // — and returns the longest; throws std::invalid_argument naming the bad one otherwise.

@@ -5,8 +5,9 @@
 #include <string>
 
 #include "04-int8-kv-cache/ch04.h"
-#include "04-int8-kv-cache/device_int8.cuh"
+#include "03-kv-cache-decode/device_lengths.cuh"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -133,9 +134,10 @@ void decode_int8(const Tensor<float>& q, const Tensor<int8_t>& k_cache, const Te
 
   throw NotImplemented("decode_int8");  // TODO(student): delete this line once the two device functions are written
 
-  DeviceTensor d_q(q), d_k_scales(k_scales), d_v_scales(v_scales), d_out(out.size());
-  const DeviceInt8Tensor d_k_cache(k_cache), d_v_cache(v_cache);
-  const DeviceLengths d_lengths(lengths);
+  const DeviceBuffer<float> d_q(q), d_k_scales(k_scales), d_v_scales(v_scales);
+  auto d_out = DeviceBuffer<float>::poisoned(out.size());
+  const DeviceBuffer<int8_t> d_k_cache(k_cache), d_v_cache(v_cache);
+  const DeviceBuffer<int> d_lengths = upload_lengths(lengths);
   const size_t shared_bytes = size_t(head_dim + max_length) * sizeof(float);
   check_cuda(simt::launch(decode_int8_kernel, dim3(unsigned(num_heads), unsigned(batch)),
                           dim3(unsigned(threads_per_block)), shared_bytes, nullptr,

@@ -10,12 +10,12 @@
 ///
 /// Exercise 5.1 is plain C++ (online_softmax_update.cpp, namespace inferlab::student). The
 /// other two are .cu files holding a `__global__` kernel (yours to write) and its host launcher
-/// (given: it checks the shapes, copies the inputs to the device with chapter 02's
-/// DeviceTensor, launches your kernel with simt::launch and copies the result back). Each .cu
-/// file is compiled twice (see common/simt/simt.h): by g++ for the SIMT emulator (namespace
-/// inferlab::sim::student — what the grader runs, no GPU needed) and, when nvcc is found, for a
-/// real GPU (inferlab::cuda::student). The three exercises are graded separately: nothing of
-/// 5.1 is used by 5.2 or 5.3 (the kernel of 5.2 holds its own copy of the update).
+/// (given: it checks the shapes, copies the inputs to the device in DeviceBuffer objects — see
+/// common/simt/device_buffer.h —, launches your kernel with simt::launch and copies the result
+/// back). Each .cu file is compiled twice (see common/simt/simt.h): by g++ for the SIMT emulator
+/// (namespace inferlab::sim::student — what the grader runs, no GPU needed) and, when nvcc is
+/// found, for a real GPU (inferlab::cuda::student). The three exercises are graded separately:
+/// nothing of 5.1 is used by 5.2 or 5.3 (the kernel of 5.2 holds its own copy of the update).
 ///
 /// Graded by tests/05-fused-attention/test_student.cpp against the float64 oracles of chapters
 /// 02 and 03 (kernels/attention/attention.h attention_reference, kernels/decode/decode.h

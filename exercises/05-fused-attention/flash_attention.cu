@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "02-gpu-prefill/device_tensor.cuh"
 #include "05-fused-attention/ch05.h"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -59,7 +59,8 @@ void flash_attention(const Tensor<float>& q, const Tensor<float>& k, const Tenso
 
   throw NotImplemented("flash_attention");  // TODO(student): delete this line once flash_attention_kernel is written
 
-  DeviceTensor d_q(q), d_k(k), d_v(v), d_out(out.size());
+  const DeviceBuffer<float> d_q(q), d_k(k), d_v(v);
+  auto d_out = DeviceBuffer<float>::poisoned(out.size());
   const float scale = 1.0f / std::sqrt(float(head_dim));
   const dim3 grid(blocks_for(seq_len, kQueryTile), unsigned(num_heads));
   check_cuda(

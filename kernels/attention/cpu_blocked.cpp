@@ -24,30 +24,19 @@
 //   4. O_block = P·V with the same micro-kernel (MR rows × NR of d), keys in chunks of KC so
 //      the V panel stays in L1; O = O_block · 1/sum.
 //
-// Version ladder, measured on the development machine (2-core Xeon VM, AVX-512 with two FMA
-// ports: `inferlab roofline` peak 484 GFLOP/s fp32, i.e. ~242 per core; triad 30 GB/s), 4 heads,
-// L = 2048, d = 128, non-causal, dense FLOPs. Single-thread rows: fastest of 8 calls of each
-// development step; two-thread rows: bench_ch02 means. The machine is shared and runs vary by
-// up to ±30%; rerun `build/default/chapters/bench_ch02 --benchmark_filter='L:2048/d:128'`.
-//
-//   step                                                          GFLOP/s   gain    % of peak
-//   cpu/naive: three scalar loops per head (chapter 01), 1 thread      9      —        2%
-//   blocked structure, K packed in panels, tiles of 1 row × 16 keys
-//     (one vector), scalar std::exp softmax, 1 thread                  33     3.6×      7%
-//   + register tiles of 6 rows × 64 keys (24 accumulators), 1 thread   81     2.4×     17%
-//   + vector exp in the softmax (std::exp was ~45% of the time)       144     1.8×     30%
-//     (one core: 60% of its 242 GFLOP/s share of the peak)
-//   + OpenMP over (head, query block), 2 threads: cpu/blocked   280–315   2.0×    58–65%
-//     (best single call 334 GFLOP/s, 69%)
-//   cpu/openblas in the same runs (cpu_openblas.cpp)                265                55%
-//   → blocked/openblas time ratio 0.84 in the cleanest run (27.2 ms vs 32.4 ms), 0.9–1.0 in
-//     noisier ones (issue targets: ≤ 1.5×, and ≥ 50% of peak)
-// Where the rest goes (per thread, L = 2048): Q·Kᵀ 41%, P·V 42%, softmax 8%, packing and
-// scheduling the rest; the micro-kernel alone, data in L1, runs at ~225 GFLOP/s per core (93%).
-// Causal (L = 2048): skipping the blocks above the diagonal takes 14.7 ms instead of 27.2 ms;
-// cpu/openblas, which computes the masked half anyway, takes 31.6 ms either way.
-// Built with -march=haswell (AVX2: 6 × 16 tiles, 12 accumulators) the same code is correct and
-// reaches ~175 GFLOP/s at best here, about 2/3 of this machine's AVX2 FMA roof (261).
+// The version ladder — how each step above was earned — and its measured figures are in chapter
+// 02's lesson (bench_ch02); what each step buys:
+//   - blocking with K packed in panels: a score block reuses every K panel for a whole block of
+//     queries while it is in cache, instead of streaming K once per query;
+//   - register tiles of MR rows × NR keys: MR·NR/lanes independent accumulators hide the FMA
+//     latency and turn each K vector load into MR FMAs;
+//   - the vector exp: with std::exp the softmax, not the GEMMs, took most of the time;
+//   - OpenMP over (head, query block): the blocks are independent.
+// Where a thread's time goes: the two micro-kernel GEMMs (Q·Kᵀ and P·V, about equally), the
+// softmax a small share, packing and scheduling the rest. Causal attention skips the blocks
+// above the diagonal, about half the work; cpu/openblas computes the masked half anyway.
+// With AVX2 only (-march=haswell) the tiles are 6 × 16 with 12 accumulators: the same code,
+// correct, at a lower share of the AVX2 FMA roof (fewer registers for tiles).
 //
 // Other rungs of the CPU ladder:
 //   cpu/openblas   the same unfused pipeline with OpenBLAS sgemm (cpu_openblas.cpp).

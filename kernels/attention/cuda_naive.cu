@@ -76,8 +76,6 @@ __global__ void pv_naive(const float* probs, const float* v, float* out, int seq
   out[(size_t(h) * seq_len + i) * head_dim + c] = acc;
 }
 
-int blocks_for(int64_t n, int per_block) { return static_cast<int>((n + per_block - 1) / per_block); }
-
 }  // namespace
 
 void attention_naive_device(const DeviceAttention& problem, float* scores, cudaStream_t stream) {

@@ -18,8 +18,8 @@
 
 #include "common/half.h"
 #include "kernels/attention/attention.h"
-#include "kernels/primitives/device_buffer.cuh"
 #include "simt/cublas.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

@@ -82,8 +82,6 @@ __global__ void pv_tiled(const float* probs, const float* v, float* out, int seq
   if (i < seq_len && c < head_dim) out[(size_t(h) * seq_len + i) * head_dim + c] = acc;
 }
 
-int blocks_for(int64_t n, int per_block) { return static_cast<int>((n + per_block - 1) / per_block); }
-
 }  // namespace
 
 void attention_tiled_device(const DeviceAttention& problem, float* scores, cudaStream_t stream) {

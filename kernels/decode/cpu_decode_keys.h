@@ -70,8 +70,8 @@ inline float element_to_float(int8_t x) {
 // Asks for the lines of @p bytes bytes at @p p (contiguous rows) to be brought into the caches.
 // On x86-64 each request is an asm volatile prefetcht0, which the optimiser must keep: g++ 12
 // silently deleted a loop of __builtin_prefetch calls once it was inlined through an
-// always_inline caller (the INT8 passes lost every prefetch and ran 1.5x slower; checked with
-// objdump).
+// always_inline caller (the INT8 passes lost every prefetch and slowed down markedly; checked
+// with objdump).
 inline void prefetch(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
 #pragma GCC unroll 8
@@ -114,8 +114,8 @@ inline void reduce_add4(Vec a0, Vec a1, Vec a2, Vec a3, float* out) {
 // vectors). Four accumulators, one per key: four independent FMA chains instead of one.
 // d_pad (here and in accumulate_keys) is an int64_t or a compile-time std::integral_constant
 // (attend_keys' common head dims), with which the compiler unrolls the whole row. Both are
-// always inlined: called out of line, the int8 K pass measured 1.6x slower (45 vs 29 ms for a
-// 0.8 GB K stream on the 2-core VM).
+// always inlined: called out of line (g++ chose to), the call per 4 keys cost the int8 K pass a
+// large share of its speed.
 template <class T, class Dim>
 [[gnu::always_inline]] inline void dot_keys(const float* q, const T* const row[kKeys], Dim d_pad, float* scores) {
   Vec acc0 = simd::broadcast(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -146,12 +146,11 @@ template <class T, class Dim>
 }
 
 // How far ahead the passes prefetch, in keys, for rows of T. fp32/fp16: the next block (1 KiB
-// of fp16 rows, 2 KiB of fp32). Measured on chapter 03's 8× LLC point: 4 keys ahead was best;
-// 8, 16, 32 were 5–40% slower (the early lines probably crowd L1 and compete with the hardware
-// prefetcher, already streaming into L2). int8: 16 rows, 2 KiB at head_dim 128 — the bytes the
-// fp32 rows are prefetched ahead. Measured side by side on the idle 2-core VM, one INT8 step
-// over a 1.6 GB cache (the two passes alone, group 1, head_dim 128): no prefetch 90.8 ms,
-// 16 rows 51.7 ms, 32 rows 64.9, 64 rows 63.6; t1/t2 hints at 32–128 rows 64.5–65.9, nta 81.3.
+// of fp16 rows, 2 KiB of fp32); prefetching further ahead was slower (the early lines probably
+// crowd L1 and compete with the hardware prefetcher, already streaming into L2). int8: 16 rows,
+// 2 KiB at head_dim 128 — the bytes the fp32 rows are prefetched ahead; nearer and farther
+// distances, and other hints (t1, t2, nta), were slower. Chapter 04's lesson (§4) has the
+// side-by-side figures.
 template <class T>
 constexpr int64_t kPrefetchKeys = sizeof(T) == 1 ? 4 * kKeys : kKeys;
 
@@ -187,13 +186,12 @@ template <bool kInPlace, bool kClamp, class T, class Dim>
 
 // The two streaming loops below are kept lean on purpose: an INT8 row is 128 bytes of cache but
 // 24 vector instructions, so at the INT8 rate every extra instruction per step shrinks how far
-// ahead of its loads the core runs. Measured side by side on the 2-core VM (one INT8 decode
-// step over a 1.6 GB cache, the same instructions otherwise): a run-time prefetch distance cost
-// 1.45x, a run-time group size 1.2x, a run-time row length 1.15-1.25x; the prefetch branch laid
-// out after the loop body instead of before it (which g++ 12 picks unless told the branch is
-// usually taken) 1.6x; a call to dot_keys() instead of inlining it 1.6x; clamping every row
-// index of every step about 1.2x. Whole steps are not clamped; the last, partial step is. See
-// chapter 04's lesson, section 4.
+// ahead of its loads the core runs. Each of these cost measurably when timed side by side (the
+// figures are in chapter 04's lesson, §4): a run-time prefetch distance, a run-time group size,
+// a run-time row length, the prefetch branch laid out after the loop body instead of before it
+// (which g++ 12 picks unless told the branch is usually taken), a call to dot_keys() instead of
+// inlining it, clamping every row index of every step. So whole steps are not clamped; the last,
+// partial step is.
 
 // Pass 1 over keys [begin, end) of the rows at @p K (@p row_len elements apart; in place or
 // through @p tile as for step_rows): scores[r·stride + j − begin] = q_r · k_j for the @p group

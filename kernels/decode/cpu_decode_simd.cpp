@@ -18,11 +18,10 @@
 // decode_groups() there runs it over every (sequence, KV head), for this version and for
 // chapter 04's cpu/decode_int8_simd.
 //
-// Making the stream fast. One key at a time (row converted to a float copy, one dot and its
-// horizontal sum, acc loaded and stored per key) the fp16 cache streamed at 16–17 GB/s, ~62% of
-// the read bandwidth measured alongside (26–27 GB/s) on chapter 03's 2-core AVX-512 VM; with the
-// three tricks below it streams at 23.6–24.1 GB/s (~89%), a step 1.4× faster, and the fp32 cache
-// went from 22–23 to 27 GB/s (decode_8xllc_* points: L = 32768, a 3.75 GiB cache):
+// Making the stream fast. One key at a time (each row converted to a float copy, one dot and its
+// horizontal sum, the accumulator loaded and stored per key) the loop waited on latencies and
+// streamed well below the read bandwidth; three changes brought it close to the read roof
+// (chapter 03's lesson has the figures, bench_ch03's decode_8xllc_* points):
 //   - kKeys = 4 keys per step: pass 1 runs 4 independent dot-product chains and finishes their
 //     4 horizontal sums together (reduce_add4), pass 2 adds 4 p·v products to an accumulator per load/store of it, so neither
 //     pass waits on one chain's latency (an FMA, a horizontal sum, a store-to-load forward);

@@ -29,8 +29,8 @@
 #include "common/check.h"
 #include "kernels/primitives/softmax_warp.cuh"
 #include "kernels/decode/decode.h"
-#include "kernels/primitives/device_buffer.cuh"
 #include "kernels/kv/cuda_kv_cache.cuh"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

@@ -3,7 +3,7 @@
 // DecodeFn wrapper does around its device-level call. The kernels and their launch are in
 // cuda_decode.cuh.
 #include "kernels/decode/decode.h"
-#include "kernels/primitives/device_buffer.cuh"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

@@ -30,6 +30,10 @@ using DecodeVersion = Version<DecodeFn, KvDtype>;
 DecodeVersion decode_row(std::string name, Backend backend, KvDtype dtype, int chapter, std::string summary,
                          DecodeFn run);
 
+/// add_device_rows() for decode: each row wrapped as decode_row() does (a cache of another element
+/// type than the row's is refused).
+void add_decode_device_rows(std::vector<DecodeVersion>& versions, const std::vector<DeviceRow<DecodeFn, KvDtype>>& rows);
+
 /// The decode versions of chapters 03 and 04 compiled into this build.
 std::vector<DecodeVersion> plain_decode_rows();
 

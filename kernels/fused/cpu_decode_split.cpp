@@ -11,10 +11,10 @@
 //
 // Cost: the FLOPs and cache bytes of decode (decode_step_cost) plus S·(d + 2) floats per query
 // head written and read back by the reduce — < 0.1% of the K and V bytes at 32K tokens, S = 8.
-// Measured (bench_ch05, batch 1, 8 query heads on 1 KV head, d = 128, 2-core VM, best calls,
-// versions interleaved): L = 32768, fp32 cache: S = 1 1.84 ms, S = 8 (the heuristic) 0.91 ms,
-// 2.02×; fp16 cache: 1.83 ms vs 1.04 ms, 1.77×. L = 8192: 2.07× and 2.18×. cpu/decode_simd
-// (chapter 03, one item per (sequence, KV head)) runs as fast as S = 1 here: one core.
+// Why: at batch 1 with one KV head, cpu/decode_simd (chapter 03: one item per (sequence, KV
+// head)) keeps one core busy and leaves the other core's share of the memory bandwidth unused;
+// S splits make S items per head, and the reduce costs next to nothing. The measured speed-up is
+// in chapter 05's lesson (bench_ch05).
 #include <omp.h>
 
 #include <algorithm>

@@ -31,24 +31,15 @@
 // AI = 4·L²·d / (4·4·L·d) = L/4 FLOP/byte in fp32 (L/2 in fp16). In practice K and V are
 // re-read from L2/L3 once per query block; DRAM sees little more than the model says.
 //
-// Measured on the development machine (2-core Xeon VM, AVX-512, `inferlab roofline` peak
-// 473 GFLOP/s fp32), 4 heads, L = 4096, d = 128, non-causal, dense FLOPs, one bench_ch05 run with
-// the versions interleaved (--benchmark_repetitions=3 --benchmark_enable_random_interleaving;
-// the VM is shared and noisy, so the best call of each version is quoted, the mean in brackets):
-//   version       what                                          best call   GFLOP/s  % peak  vs openblas
-//   cpu/openblas  unfused, sgemm + softmax + sgemm (chapter 02)  189 ms (315)   182      38     1.00
-//   cpu/blocked   unfused, Br × L score block in L2 (chapter 02) 123 ms (130)   279      59     1.54×
-//   cpu/flash     this file                                      104 ms (113)   330      70     1.82×
-// Causal (useful FLOPs): cpu/flash 60.4 ms, cpu/blocked 60.5 ms, cpu/openblas 190 ms (it computes
-// the masked half anyway). At L = 512 the unfused versions still hold all scores in L2 and
-// cpu/flash is no faster (1.9 ms vs 1.75 ms blocked).
-// Where a single thread's time goes (perf, L = 2048): the micro-kernel 68% (Q·Kᵀ and P·V about
-// equally), the online-softmax bookkeeping (max, exp, α, l) ~10%, the rest packing, setting up
-// the problem and scheduling. The Bc = 128 key block keeps P·V's V panel (Bc × kNr floats,
-// 32 KiB) in L1; Bc = 256 was no faster. Br = 192 rows rather than 96 halves how often K and V
-// stream from L3 (4 MiB per head at L = 4096, more than L2): single-thread time 61.1 → 58.9 ms at
-// L = 2048 (cpu/blocked 63–64 ms in the same runs). α is applied as the micro-kernel loads O
-// (micro_tile's row scale), not in a separate pass over O.
+// Why it beats the unfused versions at long L (figures: chapter 05's lesson, bench_ch05): the
+// L × L score matrix never exists, so nothing spills from L2 to L3/DRAM between the two GEMMs;
+// at short L (all scores fit in L2) it is no faster than cpu/blocked. Causal attention skips the
+// key blocks above the diagonal as cpu/blocked does; cpu/openblas computes the masked half.
+// Where a thread's time goes: the micro-kernel (Q·Kᵀ and P·V about equally), then the online-
+// softmax bookkeeping (max, exp, α, l), packing and scheduling. Block sizes: Bc = 128 keys keeps
+// P·V's V panel (Bc × kNr floats, 32 KiB) in L1 (Bc = 256 was no faster); Br = 192 rows rather
+// than 96 halves how often K and V stream from L3 when a head's K and V exceed L2. α is applied
+// as the micro-kernel loads O (micro_tile's row scale), not in a separate pass over O.
 #include <omp.h>
 
 #include <algorithm>

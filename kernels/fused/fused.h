@@ -6,7 +6,7 @@
 /// accumulator, rescaled by exp(m_old − m_new) whenever the max grows (online softmax).
 ///
 /// Prefill versions keep the contract of kernels/attention/attention.h (AttentionFn) and are
-/// registered in kernels/attention/registry.cpp: cpu/flash, cuda/flash (SIMT, fp32) and
+/// registered in kernels/fused/versions.cpp: cpu/flash, cuda/flash (SIMT, fp32) and
 /// cuda/flash_tc (tensor cores, fp16 inputs, fp32 accumulation). The CUDA entry points are
 /// declared in kernels/fused/cuda_fused.h. Split-KV decode (cpu/decode_split,
 /// cuda/decode_split) is declared in kernels/fused/split_kv.h and kernels/fused/cuda_decode_split.h.

@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/primitives/device_buffer.cuh"
 #include "kernels/kv/kv_cache.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

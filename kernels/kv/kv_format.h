@@ -93,6 +93,7 @@ struct KvFormat {
   /// "int8-channel/fp16-scales", "fp8" (parse_kv_format() reads them back).
   std::string name() const;
 
+  /// Same dtype, scaling and scale type.
   friend bool operator==(const KvFormat&, const KvFormat&) = default;
 };
 

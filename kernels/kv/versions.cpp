@@ -1,6 +1,5 @@
 #include "kernels/kv/versions.h"
 
-#include "common/config.h"
 #include "kernels/kv/cuda_append.h"
 
 namespace inferlab {
@@ -11,20 +10,17 @@ std::vector<KvAppendVersion> append_rows() {
   };
   std::vector<KvAppendVersion> rows;
   for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16, KvDtype::int8, KvDtype::fp8})
-    rows.push_back({"cpu/append", Backend::cpu, dtype, dtype == KvDtype::fp32 || dtype == KvDtype::fp16 ? 3 : 4,
-                    precision_of(dtype), "host loop: the new token's K and V (rounded or quantized) into slot lengths[b]",
-                    cpu});
-  const auto add_device = [&rows](Backend backend, const KvAppendFn& plain, const KvAppendFn& int8) {
-    for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16})
-      rows.push_back({"cuda/append", backend, dtype, 3, precision_of(dtype),
-                      "block per (KV head, sequence), coalesced row copy", plain});
-    rows.push_back({"cuda/append_int8", backend, KvDtype::int8, 4, Precision::fp32,
-                    "block per (KV head, sequence): block max, quantize, saturate", int8});
-  };
-  add_device(Backend::sim, sim::kv_append_cuda, sim::int8_append_cuda);
-#if INFERLAB_WITH_CUDA
-  add_device(Backend::cuda, cuda::kv_append_cuda, cuda::int8_append_cuda);
-#endif
+    rows.push_back({"cpu/append", Backend::cpu, dtype, KvFormat(dtype).quantized() ? 4 : 3, precision_of(dtype),
+                    "host loop: the new token's K and V (rounded or quantized) into slot lengths[b]", cpu});
+  add_device_rows<KvAppendFn, KvDtype>(
+      rows, {
+                {"cuda/append", KvDtype::fp32, 3, Precision::fp32, "block per (KV head, sequence), coalesced row copy",
+                 INFERLAB_SIM_AND_CUDA(kv_append_cuda)},
+                {"cuda/append", KvDtype::fp16, 3, Precision::fp16, "block per (KV head, sequence), coalesced row copy",
+                 INFERLAB_SIM_AND_CUDA(kv_append_cuda)},
+                {"cuda/append_int8", KvDtype::int8, 4, Precision::fp32,
+                 "block per (KV head, sequence): block max, quantize, saturate", INFERLAB_SIM_AND_CUDA(int8_append_cuda)},
+            });
   return rows;
 }
 

@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/primitives/device_buffer.cuh"
 #include "simt/cublas.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "02-gpu-prefill/ch02.h"
-#include "02-gpu-prefill/device_tensor.cuh"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -45,7 +45,8 @@ void attention_scores(const Tensor<float>& q, const Tensor<float>& k, bool causa
   require(scores.shape() == Shape{num_heads, seq_len, seq_len}, "scores.shape", to_string(scores.shape()),
           "must be [num_heads, seq_len, seq_len]");
 
-  DeviceTensor d_q(q), d_k(k), d_scores(scores.size());
+  const DeviceBuffer<float> d_q(q), d_k(k);
+  auto d_scores = DeviceBuffer<float>::poisoned(scores.size());
   const int group_size = int(num_heads / num_kv_heads);
   const float scale = 1.0f / std::sqrt(float(head_dim));
   const dim3 grid(blocks_for(seq_len, kTile), blocks_for(seq_len, kTile), unsigned(num_heads));

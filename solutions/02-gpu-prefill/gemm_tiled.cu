@@ -1,8 +1,8 @@
 // Exercise 2.3 — tiled matrix product C = A·B with shared-memory tiles: a straightforward answer.
 // See exercises/02-gpu-prefill/ch02.h.
 #include "02-gpu-prefill/ch02.h"
-#include "02-gpu-prefill/device_tensor.cuh"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -42,7 +42,8 @@ void gemm_tiled(const Tensor<float>& a, const Tensor<float>& b, Tensor<float>& c
   require(c.shape() == Shape{m, n}, "c.shape", to_string(c.shape()), "must be [M, N] = " + to_string(Shape{m, n}));
   require(m > 0 && n > 0 && k > 0, "M·N·K", m * n * k, "every dimension must be ≥ 1");
 
-  DeviceTensor d_a(a), d_b(b), d_c(c.size());
+  const DeviceBuffer<float> d_a(a), d_b(b);
+  auto d_c = DeviceBuffer<float>::poisoned(c.size());
   const dim3 grid(blocks_for(n, kTile), blocks_for(m, kTile));
   check_cuda(
       simt::launch(gemm_tiled_kernel, grid, dim3(kTile, kTile), 0, nullptr, static_cast<const float*>(d_a.data()),

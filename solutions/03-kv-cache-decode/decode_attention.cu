@@ -8,6 +8,7 @@
 #include "03-kv-cache-decode/ch03.h"
 #include "03-kv-cache-decode/device_lengths.cuh"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -120,8 +121,9 @@ void decode_attention(const Tensor<float>& q, const Tensor<float>& k_cache, cons
   require(threads_per_block >= 32 && threads_per_block <= 1024 && threads_per_block % 32 == 0, "threads_per_block",
           threads_per_block, "must be a multiple of 32 from 32 to 1024");
 
-  DeviceTensor d_q(q), d_k_cache(k_cache), d_v_cache(v_cache), d_out(out.size());
-  const DeviceLengths d_lengths(lengths);
+  const DeviceBuffer<float> d_q(q), d_k_cache(k_cache), d_v_cache(v_cache);
+  auto d_out = DeviceBuffer<float>::poisoned(out.size());
+  const DeviceBuffer<int> d_lengths = upload_lengths(lengths);
   const float scale = 1.0f / std::sqrt(float(head_dim));
   const size_t shared_bytes = size_t(head_dim + max_length) * sizeof(float);
   check_cuda(simt::launch(decode_kernel, dim3(unsigned(num_heads), unsigned(batch)), dim3(unsigned(threads_per_block)),

@@ -5,6 +5,7 @@
 #include "03-kv-cache-decode/ch03.h"
 #include "03-kv-cache-decode/device_lengths.cuh"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -54,8 +55,9 @@ void kv_append(Tensor<float>& k_cache, Tensor<float>& v_cache, std::vector<int32
 
   // The whole cache travels to the device and back so that the grader sees every byte; an
   // engine keeps the cache on the device and moves only the new token (2·d floats per head).
-  DeviceTensor d_k_cache(k_cache), d_v_cache(v_cache), d_k_new(k_new), d_v_new(v_new);
-  const DeviceLengths d_lengths(lengths);
+  DeviceBuffer<float> d_k_cache(k_cache), d_v_cache(v_cache);  // written by the kernel, downloaded after
+  const DeviceBuffer<float> d_k_new(k_new), d_v_new(v_new);
+  const DeviceBuffer<int> d_lengths = upload_lengths(lengths);
   check_cuda(
       simt::launch(kv_append_kernel, dim3(unsigned(num_kv_heads), unsigned(batch)), dim3(kAppendThreads), 0, nullptr,
                    d_k_cache.data(), d_v_cache.data(), d_lengths.data(), static_cast<const float*>(d_k_new.data()),

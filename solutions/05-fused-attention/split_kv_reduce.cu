@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "02-gpu-prefill/device_tensor.cuh"
 #include "05-fused-attention/ch05.h"
 #include "common/check.h"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::student {
 
@@ -72,7 +72,8 @@ void split_kv_reduce(const Tensor<float>& partial_out, const Tensor<float>& part
             "all 0", "at least one slice of every sequence and head must hold a token");
   }
 
-  DeviceTensor d_partial_out(partial_out), d_partial_max(partial_max), d_partial_sum(partial_sum), d_out(out.size());
+  const DeviceBuffer<float> d_partial_out(partial_out), d_partial_max(partial_max), d_partial_sum(partial_sum);
+  auto d_out = DeviceBuffer<float>::poisoned(out.size());
   check_cuda(
       simt::launch(split_kv_reduce_kernel, dim3(unsigned(num_heads), unsigned(batch)), dim3(kReduceThreads), 0, nullptr,
                    static_cast<const float*>(d_partial_out.data()), static_cast<const float*>(d_partial_max.data()),

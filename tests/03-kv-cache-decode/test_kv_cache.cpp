@@ -124,6 +124,99 @@ TEST(KvCache, SetLengthsChecksTheRange) {
   EXPECT_NE(invalid_argument_message([&] { cache.set_lengths({1}); }).find("lengths.size()"), std::string::npos);
 }
 
+// ---- one cache for every format, layout and layer count (kernels/kv) ----
+
+TEST(KvFormat, NamesReadBackAndBadNamesAreRefused) {
+  for (const KvFormat format :
+       {KvFormat::fp32(), KvFormat::fp16(), KvFormat::int8(), KvFormat::int8(KeyScaling::per_channel),
+        KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::int8(KeyScaling::per_channel, ScaleDtype::fp16),
+        KvFormat::fp8()})
+    EXPECT_EQ(parse_kv_format(format.name()), format) << format.name();
+  EXPECT_EQ(KvFormat::int8(KeyScaling::per_channel, ScaleDtype::fp16).name(), "int8-channel/fp16-scales");
+  EXPECT_EQ(KvFormat::int8().scale_bytes(), 4u);
+  EXPECT_EQ(KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16).scale_bytes(), 2u);
+  EXPECT_EQ(KvFormat::fp8().scale_bytes(), 4u);
+  EXPECT_EQ(KvFormat::fp16().scale_bytes(), 0u);
+  for (const char* bad : {"int4", "fp16/fp16-scales", "int8/bf16-scales", ""})
+    EXPECT_NE(invalid_argument_message([&] { parse_kv_format(bad); }).find("cache format = " + std::string(bad)),
+              std::string::npos)
+        << bad;
+}
+
+// Every layer keeps its own rows (and INT8 scales) under one set of lengths: data written to
+// layer l reads back from layer l only, an append writes every layer before one commit, and a
+// one-layer append() or an out-of-range layer is refused.
+TEST(KvCache, LayersShareTheLengthsAndKeepTheirOwnRows) {
+  testing::SeededRng rng;
+  for (const KvFormat format : {KvFormat::fp32(), KvFormat::fp16(), KvFormat::int8(KeyScaling::per_channel),
+                                KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::fp8()}) {
+    const int64_t layers = 3, G = 2, d = 12, L = 5;
+    KvCache cache({2, G, 8, d, layers}, format);
+    KvCache single({2, G, 8, d}, format);  // layer l's twin: one layer holding the same data
+    std::vector<KvCache> twins;
+    for (int64_t l = 0; l < layers; ++l) twins.emplace_back(KvCacheShape{2, G, 8, d}, format);
+    for (int64_t l = 0; l < layers; ++l)
+      for (int64_t b = 0; b < 2; ++b) {
+        const Tensor<float> k = rng.normal_tensor({G, L - b, d}), v = rng.normal_tensor({G, L - b, d});
+        cache.prefill(b, k, v, l);
+        twins[size_t(l)].prefill(b, k, v);
+      }
+    for (int64_t l = 0; l < layers; ++l) {
+      const Tensor<float> k_new = rng.normal_tensor({2, G, d}), v_new = rng.normal_tensor({2, G, d});
+      cache.store_appended(k_new, v_new, l);
+      twins[size_t(l)].append(k_new, v_new);
+    }
+    EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{L, L - 1})) << "store_appended must not commit";
+    cache.commit_append();
+    EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{L + 1, L})) << format.name();
+    for (int64_t l = 0; l < layers; ++l)
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t t = 0; t < 8; ++t)
+            for (int64_t c = 0; c < d; ++c) {
+              const float expected_k = twins[size_t(l)].key(b, g, t, c), got_k = cache.key(b, g, t, c, l);
+              const float expected_v = twins[size_t(l)].value(b, g, t, c), got_v = cache.value(b, g, t, c, l);
+              if (t < cache.length(b)) {
+                ASSERT_EQ(got_k, expected_k) << format.name() << " layer " << l << " (" << b << ", " << g << ", " << t
+                                             << ", " << c << ")";
+                ASSERT_EQ(got_v, expected_v) << format.name() << " layer " << l;
+              } else {  // poisoned (per-channel INT8 K scales are per head, not per row: V's NaN scale poisons)
+                ASSERT_TRUE(std::isnan(got_v) && (format.per_channel() || std::isnan(got_k)))
+                    << format.name() << ": slot past the length";
+              }
+            }
+    EXPECT_NE(invalid_argument_message([&] { cache.append(rng.normal_tensor({2, G, d}), rng.normal_tensor({2, G, d})); })
+                  .find("num_layers = 3"),
+              std::string::npos);
+    EXPECT_NE(invalid_argument_message([&] { (void)cache.keys(0, 3); }).find("layer = 3"), std::string::npos);
+    EXPECT_EQ(cache.bytes(), 3 * twins[0].bytes()) << format.name();
+  }
+}
+
+// A kernel asks for the rows as the type the format stores; any other type is a programming
+// error (std::logic_error naming the format), never a reinterpretation.
+TEST(KvCache, RowsOfTheWrongTypeAreRefused) {
+  const KvCache fp16({1, 1, 4, 8}, KvDtype::fp16), int8({1, 1, 4, 8}, KvFormat::int8());
+  EXPECT_NO_THROW((void)fp16.rows<uint16_t>());
+  EXPECT_THROW((void)fp16.rows<float>(), std::logic_error);
+  EXPECT_NO_THROW((void)(int8.rows<int8_t, float>()));
+  EXPECT_THROW((void)(int8.rows<int8_t, uint16_t>()), std::logic_error);
+  EXPECT_THROW((void)int8.k_scales_fp16(), std::logic_error);
+  EXPECT_THROW((void)fp16.k_int8(), std::logic_error);
+}
+
+// The contiguous layout: one run per (sequence, KV head), rows max_seq_len apart per head; the
+// row of a token is also the index of its per-token scale.
+TEST(KvLayout, ContiguousRowsAndRuns) {
+  const KvCache cache({3, 2, 10, 4}, KvFormat::int8());
+  const ContiguousLayout& layout = cache.layout();
+  EXPECT_EQ(layout.row(2, 1, 7), (2 * 2 + 1) * 10 + 7);
+  EXPECT_EQ(layout.run(2, 1, 7).row, layout.row(2, 1, 7));
+  EXPECT_EQ(layout.run(2, 1, 7).length, 3);
+  EXPECT_EQ(cache.token_scale_index(2, 1, 7), layout.row(2, 1, 7));
+  EXPECT_EQ(cache.rows<int8_t>().k, cache.k_int8().data());
+}
+
 TEST(DecodeContract, ShapeChecksNameTheArgument) {
   testing::SeededRng rng;
   KvCache cache({2, 2, 8, 16}, KvDtype::fp32);

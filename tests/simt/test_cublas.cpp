@@ -4,14 +4,13 @@
 #include <cmath>
 #include <vector>
 
-#include "device_buffer.h"
 #include "simt/cublas.h"
+#include "simt/device_buffer.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab::sim::simt_cublas_tests {
 namespace {
 
-using testing::DeviceBuffer;
 
 // C = alpha op(A) op(B) + beta C in column-major storage, in double.
 std::vector<double> oracle(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, double alpha,
@@ -58,7 +57,7 @@ TEST_F(SimtCublas, SgemmAllTransposesWithPaddedLeadingDimensions) {
       const std::vector<float> c = random_floats(rng, ldc * n);
       DeviceBuffer<float> da(a), db(b), dc(c);
       const float alpha = 0.75f, beta = -0.5f;
-      ASSERT_EQ(cublasSgemm(handle_, ta, tb, m, n, k, &alpha, da.get(), lda, db.get(), ldb, &beta, dc.get(), ldc),
+      ASSERT_EQ(cublasSgemm(handle_, ta, tb, m, n, k, &alpha, da.data(), lda, db.data(), ldb, &beta, dc.data(), ldc),
                 CUBLAS_STATUS_SUCCESS);
       const std::vector<double> expected = oracle(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
       const std::vector<float> got = dc.download();
@@ -80,8 +79,9 @@ TEST_F(SimtCublas, BetaZeroIgnoresNaNInC) {
   const int m = 5, n = 3, k = 4;
   DeviceBuffer<float> a(random_floats(rng, m * k)), b(random_floats(rng, k * n)), c(m * n);  // c poisoned (NaN)
   const float alpha = 1.0f, beta = 0.0f;
-  ASSERT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a.get(), m, b.get(), k, &beta, c.get(), m),
-            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(
+      cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a.data(), m, b.data(), k, &beta, c.data(), m),
+      CUBLAS_STATUS_SUCCESS);
   for (float v : c.download()) EXPECT_TRUE(std::isfinite(v));
 }
 
@@ -93,8 +93,8 @@ TEST_F(SimtCublas, SgemmStridedBatched) {
   const std::vector<float> c = random_floats(rng, sc * batches);
   DeviceBuffer<float> da(a), db(b), dc(c);
   const float alpha = 1.25f, beta = 0.5f;
-  ASSERT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, da.get(), k, sa, db.get(), k,
-                                      sb, &beta, dc.get(), m, sc, batches),
+  ASSERT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, da.data(), k, sa, db.data(),
+                                      k, sb, &beta, dc.data(), m, sc, batches),
             CUBLAS_STATUS_SUCCESS);
   const std::vector<float> got = dc.download();
   for (int batch = 0; batch < batches; ++batch) {
@@ -135,8 +135,8 @@ TEST_F(SimtCublas, GemmExHalfAndBfloat16InputsFp32Compute) {
   {  // fp16 x fp16 -> fp32
     DeviceBuffer<__half> da(ah), db(bh);
     DeviceBuffer<float> dc(c);
-    ASSERT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &alpha, da.get(), CUDA_R_16F, m, db.get(),
-                           CUDA_R_16F, n, &beta, dc.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    ASSERT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &alpha, da.data(), CUDA_R_16F, m, db.data(),
+                           CUDA_R_16F, n, &beta, dc.data(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               CUBLAS_STATUS_SUCCESS);
     const std::vector<double> expected =
         oracle(CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, alpha, a_half, m, b_half, n, beta, c, m);
@@ -145,8 +145,8 @@ TEST_F(SimtCublas, GemmExHalfAndBfloat16InputsFp32Compute) {
   }
   {  // bf16 x bf16 -> bf16, strided batched with one batch
     DeviceBuffer<__nv_bfloat16> da(ab), db(bb), dc(cb);
-    ASSERT_EQ(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &alpha, da.get(), CUDA_R_16BF, m,
-                                         0, db.get(), CUDA_R_16BF, n, 0, &beta, dc.get(), CUDA_R_16BF, m, 0, 1,
+    ASSERT_EQ(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &alpha, da.data(), CUDA_R_16BF, m,
+                                         0, db.data(), CUDA_R_16BF, n, 0, &beta, dc.data(), CUDA_R_16BF, m, 0, 1,
                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               CUBLAS_STATUS_SUCCESS);
     const std::vector<double> expected =
@@ -160,12 +160,12 @@ TEST_F(SimtCublas, GemmExHalfAndBfloat16InputsFp32Compute) {
 TEST_F(SimtCublas, InvalidArgumentsAreRefused) {
   DeviceBuffer<float> a(16), b(16), c(16);
   const float one = 1.0f;
-  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.get(), 3, b.get(), 4, &one, c.get(), 4),
+  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.data(), 3, b.data(), 4, &one, c.data(), 4),
             CUBLAS_STATUS_INVALID_VALUE);
-  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, -1, 4, 4, &one, a.get(), 4, b.get(), 4, &one, c.get(), 4),
+  EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, -1, 4, 4, &one, a.data(), 4, b.data(), 4, &one, c.data(), 4),
             CUBLAS_STATUS_INVALID_VALUE);
-  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.get(), CUDA_R_16F, 4, b.get(), CUDA_R_32F,
-                         4, &one, c.get(), CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  EXPECT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.data(), CUDA_R_16F, 4, b.data(),
+                         CUDA_R_32F, 4, &one, c.data(), CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_NOT_SUPPORTED);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "cuBLAS errors do not touch the runtime's last error";
 }

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "device_buffer.h"
+#include "simt/device_buffer.h"
 #include "simt_test_kernels.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
@@ -13,7 +13,6 @@
 namespace inferlab::sim::simt_tests {
 namespace {
 
-using testing::DeviceBuffer;
 using testing::DeviceOutput;
 using testing::same_under_schedules;
 
@@ -30,10 +29,10 @@ TEST(SimtKernels, ReductionIsCorrectUnderEverySchedule) {
     for (int threads : {64, 128, 256}) {
       const std::vector<float> values = random_floats(rng, count);
       DeviceBuffer<float> in(values), partial(blocks);
-      EXPECT_TRUE(same_under_schedules([&] { return block_sums(in.get(), count, partial.get(), blocks, threads); },
-                                       {DeviceOutput{"partial", partial.get(), partial.bytes()}}))
+      EXPECT_TRUE(same_under_schedules([&] { return block_sums(in.data(), count, partial.data(), blocks, threads); },
+                                       {DeviceOutput{"partial", partial.data(), partial.bytes()}}))
           << "count " << count << " threads " << threads;
-      ASSERT_EQ(block_sums(in.get(), count, partial.get(), blocks, threads), cudaSuccess);
+      ASSERT_EQ(block_sums(in.data(), count, partial.data(), blocks, threads), cudaSuccess);
       double expected = 0.0, got = 0.0;
       for (float v : values) expected += v;
       for (float p : partial.download()) got += p;
@@ -47,8 +46,8 @@ TEST(SimtKernels, SyncwarpTailIsCorrectUnderEverySchedule) {
   const int count = 777, blocks = 3;
   const std::vector<float> values = random_floats(rng, count);
   DeviceBuffer<float> in(values), partial(blocks);
-  EXPECT_TRUE(same_under_schedules([&] { return block_sums_syncwarp_tail(in.get(), count, partial.get(), blocks); },
-                                   {DeviceOutput{"partial", partial.get(), partial.bytes()}}));
+  EXPECT_TRUE(same_under_schedules([&] { return block_sums_syncwarp_tail(in.data(), count, partial.data(), blocks); },
+                                   {DeviceOutput{"partial", partial.data(), partial.bytes()}}));
   double expected = 0.0, got = 0.0;
   for (float v : values) expected += v;
   for (float p : partial.download()) got += p;
@@ -60,8 +59,8 @@ TEST(SimtKernels, TiledMatmulIsCorrectUnderEverySchedule) {
   const int m = 37, n = 29, k = 45;  // odd: partial tiles on every edge
   const std::vector<float> a = random_floats(rng, m * k), b = random_floats(rng, k * n);
   DeviceBuffer<float> da(a), db(b), dc(m * n);
-  EXPECT_TRUE(same_under_schedules([&] { return tiled_matmul(da.get(), db.get(), dc.get(), m, n, k); },
-                                   {DeviceOutput{"c", dc.get(), dc.bytes()}}));
+  EXPECT_TRUE(same_under_schedules([&] { return tiled_matmul(da.data(), db.data(), dc.data(), m, n, k); },
+                                   {DeviceOutput{"c", dc.data(), dc.bytes()}}));
   const std::vector<float> c = dc.download();
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
@@ -77,8 +76,8 @@ TEST(SimtKernels, WarpSoftmaxIsCorrectUnderEverySchedule) {
   std::vector<float> x = random_floats(rng, rows * cols);
   for (float& v : x) v *= 8.0f;
   DeviceBuffer<float> dx(x), dy(rows * cols);
-  EXPECT_TRUE(same_under_schedules([&] { return warp_softmax(dx.get(), dy.get(), rows, cols); },
-                                   {DeviceOutput{"y", dy.get(), dy.bytes()}}));
+  EXPECT_TRUE(same_under_schedules([&] { return warp_softmax(dx.data(), dy.data(), rows, cols); },
+                                   {DeviceOutput{"y", dy.data(), dy.bytes()}}));
   const std::vector<float> y = dy.download();
   for (int r = 0; r < rows; ++r) {
     double row_max = -INFINITY, sum = 0.0;
@@ -98,8 +97,8 @@ TEST(SimtKernels, Int8Dp4aDotIsCorrectUnderEverySchedule) {
   std::memcpy(a_packed.data(), a.data(), a.size());
   std::memcpy(b_packed.data(), b.data(), b.size());
   DeviceBuffer<int> da(a_packed), db(b_packed), dout(rows);
-  EXPECT_TRUE(same_under_schedules([&] { return int8_dot(da.get(), db.get(), dout.get(), rows, cols / 4); },
-                                   {DeviceOutput{"out", dout.get(), dout.bytes()}}));
+  EXPECT_TRUE(same_under_schedules([&] { return int8_dot(da.data(), db.data(), dout.data(), rows, cols / 4); },
+                                   {DeviceOutput{"out", dout.data(), dout.bytes()}}));
   const std::vector<int> out = dout.download();
   for (int r = 0; r < rows; ++r) {
     int expected = 0;
@@ -113,9 +112,9 @@ TEST(SimtKernels, DynamicSharedMemoryIsCorrectUnderEverySchedule) {
   const int count = 301, threads = 96;
   const std::vector<float> values = random_floats(rng, count);
   DeviceBuffer<float> in(values), out(count);
-  EXPECT_TRUE(
-      same_under_schedules([&] { return reverse_chunks(in.get(), out.get(), count, threads, threads * sizeof(float)); },
-                           {DeviceOutput{"out", out.get(), out.bytes()}}));
+  EXPECT_TRUE(same_under_schedules(
+      [&] { return reverse_chunks(in.data(), out.data(), count, threads, threads * sizeof(float)); },
+      {DeviceOutput{"out", out.data(), out.bytes()}}));
   const std::vector<float> got = out.download();
   for (int base = 0; base < count; base += threads) {
     const int valid = std::min(threads, count - base);
@@ -127,14 +126,14 @@ TEST(SimtKernels, DynamicSharedMemoryAboveDefaultLimitNeedsTheAttribute) {
   const int count = 64, threads = 64;
   DeviceBuffer<float> in(std::vector<float>(count, 1.0f)), out(count);
   const size_t big = 64 * 1024;  // > 48 KiB
-  EXPECT_EQ(reverse_chunks(in.get(), out.get(), count, threads, big), cudaErrorInvalidValue);
+  EXPECT_EQ(reverse_chunks(in.data(), out.data(), count, threads, big), cudaErrorInvalidValue);
   EXPECT_NE(simt::last_error_message().find("cudaFuncSetAttribute"), std::string::npos) << simt::last_error_message();
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // not sticky
   ASSERT_EQ(
       cudaFuncSetAttribute(reverse_chunks_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(big)),
       cudaSuccess);
-  EXPECT_EQ(reverse_chunks(in.get(), out.get(), count, threads, big), cudaSuccess);
+  EXPECT_EQ(reverse_chunks(in.data(), out.data(), count, threads, big), cudaSuccess);
   EXPECT_EQ(cudaFuncSetAttribute(reverse_chunks_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, 300 * 1024),
             cudaErrorInvalidValue);
   cudaGetLastError();
@@ -148,8 +147,8 @@ TEST(SimtKernels, WarpCollectivesMatchCudaSemantics) {
   for (int& v : in) v = static_cast<int>(rng.integer(0, 20));
   in[37] = 7;
   DeviceBuffer<int> din(in), dout(12 * threads);
-  EXPECT_TRUE(same_under_schedules([&] { return warp_collectives(din.get(), dout.get(), threads); },
-                                   {DeviceOutput{"out", dout.get(), dout.bytes()}}));
+  EXPECT_TRUE(same_under_schedules([&] { return warp_collectives(din.data(), dout.data(), threads); },
+                                   {DeviceOutput{"out", dout.data(), dout.bytes()}}));
   const std::vector<int> out = dout.download();
   for (int t = 0; t < threads; ++t) {
     const int base = t / 32 * 32, lane = t % 32;
@@ -185,12 +184,12 @@ TEST(SimtKernels, BlockCollectivesCountAndOr) {
   std::vector<int> in(threads);
   for (int t = 0; t < threads; ++t) in[t] = t + 1;  // all positive; 48 odd; 42 present
   DeviceBuffer<int> din(in), dout(3);
-  ASSERT_EQ(block_collectives(din.get(), dout.get(), threads), cudaSuccess);
+  ASSERT_EQ(block_collectives(din.data(), dout.data(), threads), cudaSuccess);
   EXPECT_EQ(dout.download(), (std::vector<int>{48, 1, 1}));
   in[10] = -5;   // odd count unchanged (11 -> -5 both odd), not all positive
   in[41] = 100;  // no 42 any more
   din.upload(in);
-  ASSERT_EQ(block_collectives(din.get(), dout.get(), threads), cudaSuccess);
+  ASSERT_EQ(block_collectives(din.data(), dout.data(), threads), cudaSuccess);
   EXPECT_EQ(dout.download(), (std::vector<int>{48, 0, 0}));
 }
 
@@ -202,15 +201,15 @@ TEST(SimtKernels, AtomicsAcrossBlocksAndWorkers) {
   DeviceBuffer<unsigned> bits(std::vector<unsigned>{0u, ~0u, 0u});
   const auto run = [&] {
     counters.upload(start);
-    sum.upload({0.0f});
-    bits.upload({0u, ~0u, 0u});
-    return atomics(counters.get(), sum.get(), bits.get(), blocks, threads);
+    sum.upload(std::vector<float>{0.0f});
+    bits.upload(std::vector<unsigned>{0u, ~0u, 0u});
+    return atomics(counters.data(), sum.data(), bits.data(), blocks, threads);
   };
   // Float atomics legitimately depend on the order: compare them with a tolerance.
-  EXPECT_TRUE(same_under_schedules(run, {DeviceOutput{"counters[0..3]", counters.get(), 4 * sizeof(int)},
-                                         DeviceOutput{"counters[5..6]", counters.get() + 5, 2 * sizeof(int)},
-                                         DeviceOutput{"float sum", sum.get(), sizeof(float), 1e-5f},
-                                         DeviceOutput{"bits", bits.get(), bits.bytes()}}));
+  EXPECT_TRUE(same_under_schedules(run, {DeviceOutput{"counters[0..3]", counters.data(), 4 * sizeof(int)},
+                                         DeviceOutput{"counters[5..6]", counters.data() + 5, 2 * sizeof(int)},
+                                         DeviceOutput{"float sum", sum.data(), sizeof(float), 1e-5f},
+                                         DeviceOutput{"bits", bits.data(), bits.bytes()}}));
   ASSERT_EQ(run(), cudaSuccess);
   const std::vector<int> c = counters.download();
   EXPECT_EQ(c[0], total);
@@ -238,8 +237,8 @@ TEST(SimtKernels, HalfAndBfloat16Math) {
   DeviceBuffer<__half2> dx(x), dy(pairs);
   DeviceBuffer<__nv_bfloat16> dxb(xb), dyb(pairs);
   EXPECT_TRUE(
-      same_under_schedules([&] { return half_math(dx.get(), dy.get(), dxb.get(), dyb.get(), pairs); },
-                           {DeviceOutput{"y", dy.get(), dy.bytes()}, DeviceOutput{"yb", dyb.get(), dyb.bytes()}}));
+      same_under_schedules([&] { return half_math(dx.data(), dy.data(), dxb.data(), dyb.data(), pairs); },
+                           {DeviceOutput{"y", dy.data(), dy.bytes()}, DeviceOutput{"yb", dyb.data(), dyb.bytes()}}));
   const std::vector<__half2> y = dy.download();
   const std::vector<__nv_bfloat16> yb = dyb.download();
   for (int i = 0; i < pairs; ++i) {
@@ -255,8 +254,8 @@ TEST(SimtKernels, ThreeDimensionalIndices) {
   const dim3 grid(3, 2, 2), block(8, 4, 2);
   const int per_block = 64, total = 12 * per_block;
   DeviceBuffer<int> out(4 * total);
-  EXPECT_TRUE(same_under_schedules([&] { return indices_3d(out.get(), grid, block); },
-                                   {DeviceOutput{"out", out.get(), out.bytes()}}));
+  EXPECT_TRUE(same_under_schedules([&] { return indices_3d(out.data(), grid, block); },
+                                   {DeviceOutput{"out", out.data(), out.bytes()}}));
   const std::vector<int> o = out.download();
   for (int g = 0; g < total; ++g) {
     const int t = g % per_block;
@@ -276,7 +275,7 @@ TEST(SimtKernels, SameAnswerWithOneAndTwoWorkers) {
   const int saved = simt::workers();
   for (int workers : {1, 2}) {
     simt::set_workers(workers);
-    ASSERT_EQ(block_sums(in.get(), count, partial.get(), blocks, threads), cudaSuccess);
+    ASSERT_EQ(block_sums(in.data(), count, partial.data(), blocks, threads), cudaSuccess);
     results.push_back(partial.download());
   }
   simt::set_workers(saved);

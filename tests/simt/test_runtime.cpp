@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "device_buffer.h"
+#include "simt/device_buffer.h"
 #include "simt/simt.h"
 
 namespace inferlab::sim::simt_runtime_tests {
@@ -98,8 +98,8 @@ TEST(SimtRuntime, MemoryIsPoisonedAndBoundsChecked) {
 TEST(SimtRuntime, ConstantMemory) {
   const float table[4] = {1.0f, 2.0f, 3.0f, 4.0f};
   ASSERT_EQ(cudaMemcpyToSymbol(scale_table, table, sizeof(table)), cudaSuccess);
-  inferlab::testing::DeviceBuffer<float> data(std::vector<float>(10, 1.5f));
-  ASSERT_EQ(simt::launch(scale_by_table, 1, 16, 0, nullptr, data.get(), 10), cudaSuccess);
+  DeviceBuffer<float> data(std::vector<float>(10, 1.5f));
+  ASSERT_EQ(simt::launch(scale_by_table, 1, 16, 0, nullptr, data.data(), 10), cudaSuccess);
   const std::vector<float> got = data.download();
   for (int i = 0; i < 10; ++i) EXPECT_EQ(got[i], 1.5f * table[i % 4]);
   float back[4] = {};

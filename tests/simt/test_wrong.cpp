@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "device_buffer.h"
+#include "simt/device_buffer.h"
 #include "simt_test_kernels.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
@@ -13,7 +13,6 @@
 namespace inferlab::sim::simt_tests {
 namespace {
 
-using testing::DeviceBuffer;
 using testing::DeviceOutput;
 using ::testing::HasSubstr;
 using testing::same_under_schedules;
@@ -42,8 +41,8 @@ TEST(SimtWrongKernels, MissingBarrierAfterSharedLoadIsARace) {
   testing::SeededRng rng;
   const int count = 200;
   DeviceBuffer<float> in(random_floats(rng, count)), out(count);
-  const auto result = same_under_schedules([&] { return missing_barrier_after_load(in.get(), out.get(), count); },
-                                           {DeviceOutput{"out", out.get(), out.bytes()}});
+  const auto result = same_under_schedules([&] { return missing_barrier_after_load(in.data(), out.data(), count); },
+                                           {DeviceOutput{"out", out.data(), out.bytes()}});
   ASSERT_FALSE(result);
   const std::string message = result.message();
   EXPECT_THAT(message, HasSubstr("race: kernel 'inferlab::sim::simt_tests::missing_barrier_after_load_kernel"));
@@ -58,8 +57,8 @@ TEST(SimtWrongKernels, MissingSecondBarrierInTiledLoopIsARace) {
   const int m = 20, n = 18, k = 50;
   DeviceBuffer<float> a(random_floats(rng, m * k)), b(random_floats(rng, k * n)), c(m * n);
   const auto result =
-      same_under_schedules([&] { return matmul_missing_second_barrier(a.get(), b.get(), c.get(), m, n, k); },
-                           {DeviceOutput{"c", c.get(), c.bytes()}});
+      same_under_schedules([&] { return matmul_missing_second_barrier(a.data(), b.data(), c.data(), m, n, k); },
+                           {DeviceOutput{"c", c.data(), c.bytes()}});
   ASSERT_FALSE(result);
   EXPECT_THAT(result.message(), HasSubstr("matmul_missing_second_barrier_kernel"));
   EXPECT_THAT(result.message(), HasSubstr("wrong_kernels.cu:"));
@@ -71,8 +70,8 @@ TEST(SimtWrongKernels, WarpSynchronousTailWithoutSyncwarpIsARace) {
   const int count = 500, blocks = 2;
   DeviceBuffer<float> in(random_floats(rng, count)), partial(blocks);
   const auto result =
-      same_under_schedules([&] { return block_sums_unsynced_tail(in.get(), count, partial.get(), blocks); },
-                           {DeviceOutput{"partial", partial.get(), partial.bytes()}});
+      same_under_schedules([&] { return block_sums_unsynced_tail(in.data(), count, partial.data(), blocks); },
+                           {DeviceOutput{"partial", partial.data(), partial.bytes()}});
   ASSERT_FALSE(result);
   EXPECT_THAT(result.message(), HasSubstr("block_sums_unsynced_tail_kernel"));
   EXPECT_THAT(result.message(), HasSubstr("thread (0,0,0)"));  // thread 0 writes partial[]
@@ -83,7 +82,7 @@ TEST(SimtWrongKernels, WarpSynchronousTailWithoutSyncwarpIsARace) {
 
 TEST(SimtWrongKernels, BarrierInDivergentBranchIsReported) {
   DeviceBuffer<float> out(64);
-  const std::string message = expect_launch_failure(barrier_in_branch(out.get()));
+  const std::string message = expect_launch_failure(barrier_in_branch(out.data()));
   EXPECT_THAT(message, HasSubstr("barrier divergence"));
   EXPECT_THAT(message, HasSubstr("barrier_in_branch_kernel"));
   EXPECT_THAT(message, HasSubstr("block ("));
@@ -94,7 +93,7 @@ TEST(SimtWrongKernels, BarrierInDivergentBranchIsReported) {
 
 TEST(SimtWrongKernels, BarrierAfterEarlyExitIsReported) {
   DeviceBuffer<float> out(32);
-  const std::string message = expect_launch_failure(barrier_after_early_exit(out.get()));
+  const std::string message = expect_launch_failure(barrier_after_early_exit(out.data()));
   EXPECT_THAT(message, HasSubstr("thread 0 exited while others wait at __syncthreads()"));
   EXPECT_THAT(message, HasSubstr("barrier_after_early_exit_kernel"));
   EXPECT_THAT(message, HasSubstr("block (0,0,0)"));
@@ -104,7 +103,7 @@ TEST(SimtWrongKernels, BarrierAfterEarlyExitIsReported) {
 
 TEST(SimtWrongKernels, ShuffleNamingExitedLanesIsReported) {
   DeviceBuffer<float> out(32);
-  const std::string message = expect_launch_failure(shuffle_exited_lane(out.get()));
+  const std::string message = expect_launch_failure(shuffle_exited_lane(out.data()));
   EXPECT_THAT(message, HasSubstr("__shfl_down_sync(mask 0xffffffff) at wrong_kernels.cu:"));
   EXPECT_THAT(message, HasSubstr("names threads 16-31, which have already exited"));
   EXPECT_THAT(message, HasSubstr("shuffle_exited_lane_kernel"));
@@ -114,7 +113,7 @@ TEST(SimtWrongKernels, ShuffleNamingExitedLanesIsReported) {
 
 TEST(SimtWrongKernels, ShuffleNamingMissingLanesIsReported) {
   DeviceBuffer<float> out(33);
-  const std::string message = expect_launch_failure(shuffle_missing_lanes(out.get()));
+  const std::string message = expect_launch_failure(shuffle_missing_lanes(out.data()));
   EXPECT_THAT(message, HasSubstr("names threads 33-63, which do not exist (the block has 33 threads)"));
   EXPECT_THAT(message, HasSubstr("shuffle_missing_lanes_kernel"));
   std::cout << message << "\n";
@@ -122,8 +121,8 @@ TEST(SimtWrongKernels, ShuffleNamingMissingLanesIsReported) {
 
 TEST(SimtWrongKernels, EveryScheduleReportsTheFault) {
   DeviceBuffer<float> out(64);
-  const auto result =
-      same_under_schedules([&] { return barrier_in_branch(out.get()); }, {DeviceOutput{"out", out.get(), out.bytes()}});
+  const auto result = same_under_schedules([&] { return barrier_in_branch(out.data()); },
+                                           {DeviceOutput{"out", out.data(), out.bytes()}});
   ASSERT_FALSE(result);
   EXPECT_THAT(result.message(), HasSubstr("cudaErrorLaunchFailure"));
   EXPECT_THAT(result.message(), HasSubstr("barrier divergence"));

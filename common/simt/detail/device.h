@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -203,22 +202,11 @@ unsigned __match_any_sync(unsigned mask, T value, const std::source_location sit
       simt::detail::park(simt::detail::Op::match_any, mask, simt::detail::to_bits(value), 0, 32, site));
 }
 
-// ---- memory ordering, clocks ------------------------------------------------------------------
+// ---- memory ordering, read-only loads ---------------------------------------------------------
 // Fibers of a block never run at the same time and the emulator is sequentially consistent, so
 // fences only order memory between blocks on different workers.
 inline void __threadfence() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-inline void __threadfence_block() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-inline void __threadfence_system() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-inline void __nanosleep(unsigned) {}
-inline long long clock64() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 template <class T>
 T __ldg(const T* pointer) {
@@ -310,9 +298,6 @@ inline unsigned atomicCAS(unsigned* a, unsigned c, unsigned v) {
 inline unsigned long long atomicCAS(unsigned long long* a, unsigned long long c, unsigned long long v) {
   return simt_atomic_cas_(a, c, v);
 }
-inline unsigned short atomicCAS(unsigned short* a, unsigned short c, unsigned short v) {
-  return simt_atomic_cas_(a, c, v);
-}
 
 // ---- integer and bit intrinsics ---------------------------------------------------------------
 inline int min(int a, int b) {
@@ -369,20 +354,6 @@ inline int __ffs(int x) {
 inline int __ffsll(long long x) {
   return x == 0 ? 0 : std::countr_zero(static_cast<unsigned long long>(x)) + 1;
 }
-inline unsigned __brev(unsigned x) {
-  unsigned r = 0;
-  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
-  return r;
-}
-inline int __mul24(int a, int b) {
-  return (a << 8 >> 8) * (b << 8 >> 8);
-}
-inline unsigned __umulhi(unsigned a, unsigned b) {
-  return static_cast<unsigned>((uint64_t{a} * b) >> 32);
-}
-inline int __mulhi(int a, int b) {
-  return static_cast<int>((int64_t{a} * b) >> 32);
-}
 /// Four-way int8 dot product plus accumulator (signed bytes).
 inline int __dp4a(int a, int b, int c) {
   int sum = c;
@@ -406,92 +377,22 @@ inline float __int_as_float(int x) {
 inline float __uint_as_float(unsigned x) {
   return std::bit_cast<float>(x);
 }
-inline long long __double_as_longlong(double x) {
-  return std::bit_cast<long long>(x);
-}
-inline double __longlong_as_double(long long x) {
-  return std::bit_cast<double>(x);
-}
 
 // ---- float intrinsics (computed exactly: the GPU's fast versions are approximations) ----------
 inline float __expf(float x) {
   return std::exp(x);
 }
-inline float __exp10f(float x) {
-  return std::pow(10.0f, x);
-}
 inline float __logf(float x) {
   return std::log(x);
-}
-inline float __log2f(float x) {
-  return std::log2(x);
-}
-inline float __log10f(float x) {
-  return std::log10(x);
-}
-inline float __powf(float x, float y) {
-  return std::pow(x, y);
-}
-inline float __sinf(float x) {
-  return std::sin(x);
-}
-inline float __cosf(float x) {
-  return std::cos(x);
-}
-inline float __tanf(float x) {
-  return std::tan(x);
-}
-inline void __sincosf(float x, float* s, float* c) {
-  *s = std::sin(x);
-  *c = std::cos(x);
 }
 inline float __fdividef(float a, float b) {
   return a / b;
 }
-inline float __frcp_rn(float x) {
-  return 1.0f / x;
-}
-inline float __fsqrt_rn(float x) {
-  return std::sqrt(x);
-}
-inline float __frsqrt_rn(float x) {
-  return 1.0f / std::sqrt(x);
-}
 inline float rsqrtf(float x) {
   return 1.0f / std::sqrt(x);
 }
-inline double rsqrt(double x) {
-  return 1.0 / std::sqrt(x);
-}
-inline float __saturatef(float x) {
-  return std::isnan(x) ? 0.0f : std::clamp(x, 0.0f, 1.0f);
-}
-inline float __fmaf_rn(float a, float b, float c) {
-  return std::fma(a, b, c);
-}
-inline float __fadd_rn(float a, float b) {
-  return a + b;
-}
-inline float __fsub_rn(float a, float b) {
-  return a - b;
-}
-inline float __fmul_rn(float a, float b) {
-  return a * b;
-}
-inline float __fdiv_rn(float a, float b) {
-  return a / b;
-}
 inline int __float2int_rn(float x) {
   return static_cast<int>(std::nearbyint(x));
-}
-inline int __float2int_rz(float x) {
-  return static_cast<int>(x);
-}
-inline int __float2int_rd(float x) {
-  return static_cast<int>(std::floor(x));
-}
-inline int __float2int_ru(float x) {
-  return static_cast<int>(std::ceil(x));
 }
 
 // ---- half / bfloat16 math that the toolkit declares only for device code -----------------------
@@ -504,16 +405,9 @@ inline int __float2int_ru(float x) {
   SIMT_HALF_UNARY(hexp, type, to_float, from_float, std::exp(x))           \
   SIMT_HALF_UNARY(hexp2, type, to_float, from_float, std::exp2(x))         \
   SIMT_HALF_UNARY(hlog, type, to_float, from_float, std::log(x))           \
-  SIMT_HALF_UNARY(hlog2, type, to_float, from_float, std::log2(x))         \
   SIMT_HALF_UNARY(hsqrt, type, to_float, from_float, std::sqrt(x))         \
   SIMT_HALF_UNARY(hrsqrt, type, to_float, from_float, 1.0f / std::sqrt(x)) \
   SIMT_HALF_UNARY(hrcp, type, to_float, from_float, 1.0f / x)              \
-  SIMT_HALF_UNARY(hsin, type, to_float, from_float, std::sin(x))           \
-  SIMT_HALF_UNARY(hcos, type, to_float, from_float, std::cos(x))           \
-  SIMT_HALF_UNARY(htanh, type, to_float, from_float, std::tanh(x))         \
-  SIMT_HALF_UNARY(hfloor, type, to_float, from_float, std::floor(x))       \
-  SIMT_HALF_UNARY(hceil, type, to_float, from_float, std::ceil(x))         \
-  SIMT_HALF_UNARY(htrunc, type, to_float, from_float, std::trunc(x))       \
   inline type __hfma(type a, type b, type c) {                             \
     return from_float(std::fma(to_float(a), to_float(b), to_float(c)));    \
   }
@@ -532,15 +426,9 @@ SIMT_HALF_MATH(__nv_bfloat16, __bfloat162float, __float2bfloat16)
   SIMT_HALF2_UNARY(h2exp, pair, hexp)           \
   SIMT_HALF2_UNARY(h2exp2, pair, hexp2)         \
   SIMT_HALF2_UNARY(h2log, pair, hlog)           \
-  SIMT_HALF2_UNARY(h2log2, pair, hlog2)         \
   SIMT_HALF2_UNARY(h2sqrt, pair, hsqrt)         \
   SIMT_HALF2_UNARY(h2rsqrt, pair, hrsqrt)       \
   SIMT_HALF2_UNARY(h2rcp, pair, hrcp)           \
-  SIMT_HALF2_UNARY(h2sin, pair, hsin)           \
-  SIMT_HALF2_UNARY(h2cos, pair, hcos)           \
-  SIMT_HALF2_UNARY(h2floor, pair, hfloor)       \
-  SIMT_HALF2_UNARY(h2ceil, pair, hceil)         \
-  SIMT_HALF2_UNARY(h2trunc, pair, htrunc)       \
   inline pair __hfma2(pair a, pair b, pair c) { \
     pair r = a;                                 \
     r.x = __hfma(a.x, b.x, c.x);                \

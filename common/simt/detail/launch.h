@@ -120,7 +120,6 @@ struct LaunchRequest {
   uint3 grid;
   uint3 block;
   size_t shared_bytes;
-  cudaStream_t stream;
   std::source_location site;
   BlockBody body;
 };
@@ -147,18 +146,19 @@ struct GridArg {
 /// memory, as `kernel<<<grid, block, shared_bytes, stream>>>(args...)` would on a GPU.
 ///
 /// The arguments are converted to the kernel's parameter types once; every thread gets its own
-/// copy. The launch is synchronous. Returns cudaSuccess, cudaErrorInvalidConfiguration /
-/// cudaErrorInvalidValue for a launch a GPU would refuse (> 1024 threads, too much shared
-/// memory), or the sticky cudaErrorLaunchFailure when a check fails (barrier divergence,
-/// deadlock, a shuffle naming exited threads, an exception) — see last_error_message().
+/// copy. The launch is synchronous (@p stream orders nothing). Returns cudaSuccess,
+/// cudaErrorInvalidConfiguration / cudaErrorInvalidValue for a launch a GPU would refuse
+/// (> 1024 threads, too much shared memory), or the sticky cudaErrorLaunchFailure when a check
+/// fails (barrier divergence, deadlock, a shuffle naming exited threads, an exception) — see
+/// last_error_message().
 template <class... Params, class... Args>
-cudaError_t launch(void (*kernel)(Params...), GridArg grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                   Args&&... args) {
+cudaError_t launch(void (*kernel)(Params...), GridArg grid, dim3 block, size_t shared_bytes,
+                   [[maybe_unused]] cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "simt::launch: wrong number of kernel arguments");
   std::tuple<std::decay_t<Params>...> parameters(std::forward<Args>(args)...);
   auto body = [&]() { std::apply(kernel, parameters); };
   return detail::run_launch(detail::LaunchRequest{reinterpret_cast<const void*>(kernel), grid.dims,
-                                                  uint3{block.x, block.y, block.z}, shared_bytes, stream, grid.site,
+                                                  uint3{block.x, block.y, block.z}, shared_bytes, grid.site,
                                                   detail::BlockBody(body)});
 }
 

@@ -31,6 +31,47 @@ cudaError_t half_math(const __half2* x, __half2* y, const __nv_bfloat16* xb, __n
 // Writes the 3-D thread and block indices of every thread: out[4*global] = {x,y,z,block linear}.
 cudaError_t indices_3d(int* out, dim3 grid, dim3 block);
 
+// ---- intrinsics that no lesson kernel uses yet (intrinsic_kernels.cu) --------------------------
+// Warp reductions and __activemask in a 40-thread block (a full warp and an 8-lane one): for each
+// thread t writes 11 ints to out[11*t ...] (see the .cu).
+cudaError_t warp_reductions(const int* in, int* out, int threads);
+// One thread per element: bit counts, __dp4a, float/int reinterpretation, __float2int_rn,
+// rsqrtf, __logf and __ldg. ints[13*i ...] and floats[3*i ...] (see the .cu).
+cudaError_t scalar_intrinsics(const unsigned* bits, const unsigned long long* wide, const float* values, int* ints,
+                              float* floats, int count);
+// The targets of atomic_overloads(): one of each type that CUDA's atomics take.
+struct AtomicTargets {
+  unsigned add_u;
+  unsigned long long add_ull;
+  double add_d;
+  unsigned sub_u;
+  unsigned exch_u;
+  unsigned long long exch_ull;
+  float exch_f;
+  unsigned max_u, min_u;
+  long long max_ll, min_ll;
+  unsigned long long max_ull, min_ull;
+  unsigned dec;
+  int and_i, or_i, xor_i;
+  unsigned xor_u;
+  unsigned cas_u;
+  unsigned long long cas_ull;
+  unsigned cas_u_winners, cas_ull_winners;
+};
+// Every thread applies each atomic once to *targets; exch_old[g] = what atomicExch(&exch_u)
+// returned to global thread g.
+cudaError_t atomic_overloads(AtomicTargets* targets, unsigned* exch_old, int blocks, int threads);
+// CUDA's "last block" reduction: each 64-thread block writes its partial sum, __threadfence(),
+// takes a ticket with atomicInc(ticket, blocks - 1); the block with the last ticket adds the
+// partials into *total (the ticket wraps back to 0).
+cudaError_t threadfence_sum(const float* values, int count, float* partial, unsigned* ticket, float* total, int blocks);
+// 16-bit math per element: y[7*i ...] = hexp, hexp2, hlog, hsqrt, hrsqrt, hrcp of x[i] and
+// __hfma(x, x, x); the pair forms (h2exp, …, __hfma2) for the __half2 / __nv_bfloat162 overloads.
+cudaError_t half_unary(const __half* x, __half* y, int count);
+cudaError_t half_unary(const __nv_bfloat16* x, __nv_bfloat16* y, int count);
+cudaError_t half_unary(const __half2* x, __half2* y, int count);
+cudaError_t half_unary(const __nv_bfloat162* x, __nv_bfloat162* y, int count);
+
 // ---- wrong kernels (each must be caught) ------------------------------------------------------
 // No __syncthreads between filling the shared tile and reading a neighbour's element.
 cudaError_t missing_barrier_after_load(const float* in, float* out, int count);

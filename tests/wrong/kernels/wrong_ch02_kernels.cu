@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/primitives/device_buffer.cuh"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::wrong_ch02 {
 
@@ -14,10 +14,6 @@ namespace {
 
 constexpr int kTile = 16;
 constexpr unsigned kFullMask = 0xffffffffu;
-
-int blocks_for(int64_t count, int per_block) {
-  return static_cast<int>((count + per_block - 1) / per_block);
-}
 
 // ---- scores ----------------------------------------------------------------------------------
 

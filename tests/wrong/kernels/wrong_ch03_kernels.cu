@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/decode/decode.h"
-#include "kernels/primitives/device_buffer.cuh"
+#include "simt/device_buffer.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS::wrong_ch03 {
 

@@ -1,0 +1,105 @@
+// The emulator's settings: the schedule (set_schedule(), else SIMT_SCHEDULE), the number of
+// workers (set_workers(), else SIMT_WORKERS) and the fiber stack size (SIMT_STACK_KIB).
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "simt/detail/engine.h"
+
+namespace simt {
+namespace detail {
+namespace {
+
+// ---- settings ---------------------------------------------------------------------------------
+
+std::mutex settings_mutex;
+bool schedule_set = false;
+Schedule current_schedule;
+int worker_count = 0;
+
+Schedule schedule_from_environment() {
+  const char* text = std::getenv("SIMT_SCHEDULE");
+  if (text == nullptr || *text == '\0') return {};
+  return Schedule::parse(text);
+}
+
+int workers_from_environment() {
+  if (const char* text = std::getenv("SIMT_WORKERS"); text != nullptr && *text != '\0') {
+    const int count = std::atoi(text);
+    if (count >= 1) return count;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+size_t stack_bytes() {
+  static const size_t bytes = [] {
+    size_t kib = SIMT_ASAN ? 1024 : 256;
+    if (const char* text = std::getenv("SIMT_STACK_KIB"); text != nullptr && std::atoi(text) >= 16)
+      kib = static_cast<size_t>(std::atoi(text));
+    return kib * 1024;
+  }();
+  return bytes;
+}
+
+}  // namespace detail
+
+// ---- public controls --------------------------------------------------------------------------
+
+Schedule Schedule::parse(std::string_view text) {
+  if (text == "forward") return {Order::forward, 0};
+  if (text == "reverse") return {Order::reverse, 0};
+  if (text.starts_with("random:") && text.size() > 7) {
+    const std::string digits(text.substr(7));
+    char* end = nullptr;
+    const uint64_t seed = std::strtoull(digits.c_str(), &end, 10);
+    if (end != nullptr && *end == '\0') return {Order::random, seed};
+  }
+  throw std::invalid_argument("SIMT_SCHEDULE = " + std::string(text) + ": must be forward, reverse or random:SEED");
+}
+
+std::string Schedule::to_string() const {
+  switch (order) {
+    case Order::forward:
+      return "forward";
+    case Order::reverse:
+      return "reverse";
+    case Order::random:
+      return "random:" + std::to_string(seed);
+  }
+  return "?";
+}
+
+Schedule schedule() {
+  std::lock_guard lock(detail::settings_mutex);
+  if (!detail::schedule_set) {
+    detail::current_schedule = detail::schedule_from_environment();
+    detail::schedule_set = true;
+  }
+  return detail::current_schedule;
+}
+
+void set_schedule(Schedule value) {
+  std::lock_guard lock(detail::settings_mutex);
+  detail::current_schedule = value;
+  detail::schedule_set = true;
+}
+
+int workers() {
+  std::lock_guard lock(detail::settings_mutex);
+  if (detail::worker_count == 0) detail::worker_count = detail::workers_from_environment();
+  return detail::worker_count;
+}
+
+void set_workers(int count) {
+  if (count < 1) throw std::invalid_argument("simt::set_workers: count = " + std::to_string(count) + ": must be >= 1");
+  std::lock_guard lock(detail::settings_mutex);
+  detail::worker_count = count;
+}
+
+}  // namespace simt

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""The layering test: no file includes a layer (or a kernels/ folder) that the dependency order
+puts above its own.
+
+The orders are read from kernels/README.md, the one place they are written:
+
+    Layers:  common → kernels → runtime → chapters → tools
+    Folders: primitives → kv → attention → decode → fused → timing → registry
+
+A file in layer L may include files of L and of the layers before it; a file in kernels/F may
+include kernels/ folders up to F ("registry" names the files directly in kernels/, the top).
+Only quoted includes of repository paths are checked ("kernels/decode/decode.h"); system
+headers and the emulator's own include path ("simt/simt.h", which is common/simt) are common.
+
+    check_layering.py ROOT          check the tree at ROOT; exit 1 and list every violation
+    check_layering.py --self-test   check that an upward include in a scratch tree is caught
+"""
+import os
+import re
+import sys
+import tempfile
+
+SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cu", ".cuh")
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.MULTILINE)
+
+
+def read_orders(root):
+    """The two orders written in kernels/README.md, as lists of names."""
+    text = open(os.path.join(root, "kernels", "README.md"), encoding="utf-8").read()
+    orders = {}
+    for key in ("Layers", "Folders"):
+        match = re.search(r"^\s*" + key + r":\s*(.+)$", text, re.MULTILINE)
+        if not match:
+            sys.exit(f"kernels/README.md: no line '{key}: a → b → …' (the order this test checks)")
+        orders[key] = [name.strip() for name in match.group(1).split("→")]
+    return orders["Layers"], orders["Folders"]
+
+
+def rank_of(path, layers, folders):
+    """(layer index, folder index) of a repository path, or None when outside the layers."""
+    parts = path.split("/")
+    if parts[0] == "simt":  # the emulator's include path: common/simt
+        parts = ["common"] + parts
+    if parts[0] not in layers:
+        return None
+    layer = layers.index(parts[0])
+    folder = None
+    if parts[0] == "kernels":
+        if len(parts) == 2:  # a file directly in kernels/: the top
+            folder = folders.index("registry")
+        elif parts[1] in folders:
+            folder = folders.index(parts[1])
+        else:
+            folder = -1  # an unknown folder: reported
+    return layer, folder
+
+
+def violations(root):
+    layers, folders = read_orders(root)
+    found = []
+    for layer in layers:
+        for directory, _, files in os.walk(os.path.join(root, layer)):
+            for name in files:
+                if not name.endswith(SOURCE_SUFFIXES):
+                    continue
+                full = os.path.join(directory, name)
+                path = os.path.relpath(full, root).replace(os.sep, "/")
+                own = rank_of(path, layers, folders)
+                if own[1] == -1:
+                    found.append(f"{path}: kernels/{path.split('/')[1]}/ is not in the Folders order of kernels/README.md")
+                    continue
+                text = open(full, encoding="utf-8", errors="replace").read()
+                for line_number, included in ((text.count("\n", 0, m.start()) + 1, m.group(1))
+                                              for m in INCLUDE.finditer(text)):
+                    other = rank_of(included, layers, folders)
+                    if other is None:
+                        continue
+                    if other[0] > own[0]:
+                        found.append(f"{path}:{line_number}: includes {included}: layer {layers[other[0]]} is above "
+                                     f"{layers[own[0]]} ({' → '.join(layers)})")
+                    elif other[0] == own[0] and own[1] is not None and other[1] is not None and other[1] > own[1]:
+                        found.append(f"{path}:{line_number}: includes {included}: kernels/{folders[other[1]]} is "
+                                     f"above kernels/{folders[own[1]]} ({' → '.join(folders)})")
+    return found
+
+
+def self_test():
+    """An upward include in a scratch tree must be reported, and a clean tree must pass."""
+    with tempfile.TemporaryDirectory() as root:
+        def write(path, text):
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            open(os.path.join(root, path), "w", encoding="utf-8").write(text)
+        write("kernels/README.md", "    Layers: common → kernels → runtime\n    Folders: kv → decode → registry\n")
+        write("common/a.h", '#include "simt/simt.h"\n')
+        write("kernels/kv/cache.h", '#include "common/a.h"\n')
+        write("kernels/decode/decode.h", '#include "kernels/kv/cache.h"\n')
+        write("kernels/registry.h", '#include "kernels/decode/decode.h"\n')
+        if violations(root):
+            print("self-test: a clean tree was reported:", violations(root))
+            return 1
+        write("kernels/kv/cache.cpp", '#include "kernels/kv/cache.h"\n\n#include "kernels/decode/decode.h"\n')
+        write("common/b.cpp", '#include "runtime/model.h"\n')
+        found = violations(root)
+        expected = ["kernels/kv/cache.cpp:3: includes kernels/decode/decode.h", "common/b.cpp:1: includes runtime/model.h"]
+        missing = [e for e in expected if not any(f.startswith(e) for f in found)]
+        if missing or len(found) != 2:
+            print("self-test: expected", expected, "got", found)
+            return 1
+    print("self-test: an upward include between kernels/ folders and between layers is reported")
+    return 0
+
+
+def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "--self-test":
+        return self_test()
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    found = violations(sys.argv[1])
+    for line in found:
+        print(line)
+    if found:
+        print(f"{len(found)} include(s) against the order of kernels/README.md")
+        return 1
+    layers, folders = read_orders(sys.argv[1])
+    print("every include follows " + " → ".join(layers) + " and kernels/ " + " → ".join(folders))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
