@@ -88,5 +88,6 @@ void add_device_rows(std::vector<Version<Fn, Input>>& versions, const std::vecto
 /// The sim and cuda builds of a CUDA entry point, for DeviceRow (cuda empty without nvcc).
 #define INFERLAB_SIM_AND_CUDA(function) ::inferlab::sim::function, ::inferlab::cuda::function
 #else
+/// The sim and cuda builds of a CUDA entry point, for DeviceRow (cuda empty without nvcc).
 #define INFERLAB_SIM_AND_CUDA(function) ::inferlab::sim::function, nullptr
 #endif

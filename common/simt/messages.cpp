@@ -72,11 +72,6 @@ std::string where(const std::source_location& site) {
   return file + ":" + std::to_string(site.line());
 }
 
-bool same_site(const std::source_location& a, const std::source_location& b) {
-  return a.line() == b.line() && a.column() == b.column() &&
-         (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
-}
-
 std::string dims(uint3 d) {
   std::string text(1, '(');  // (built by appending: g++ 12 warns falsely on "(" + std::string)
   text.append(std::to_string(d.x)).append(1, ',').append(std::to_string(d.y)).append(1, ',');
