@@ -390,33 +390,64 @@ template KvRows<uint8_t, float> KvCache::rows<uint8_t, float>(int64_t) const;
 
 // ---- typed views of the storage ----
 
-#define INFERLAB_KV_VIEW(NAME, TYPE, BUFFER, OK)                                                                \
-  std::span<const TYPE> KvCache::NAME() const {                                                                \
-    if (!(OK)) wrong_type(#NAME, format_);                                                                     \
-    return {reinterpret_cast<const TYPE*>(BUFFER.data()), BUFFER.size() / sizeof(TYPE)};                       \
-  }
-#define INFERLAB_KV_MUTABLE_VIEW(NAME, TYPE, BUFFER, OK)                                                        \
-  INFERLAB_KV_VIEW(NAME, TYPE, BUFFER, OK)                                                                     \
-  std::span<TYPE> KvCache::NAME() {                                                                            \
-    if (!(OK)) wrong_type(#NAME, format_);                                                                     \
-    return {reinterpret_cast<TYPE*>(BUFFER.data()), BUFFER.size() / sizeof(TYPE)};                             \
-  }
+namespace {
 
-INFERLAB_KV_VIEW(k_fp32, float, k_, format_.dtype == KvDtype::fp32)
-INFERLAB_KV_VIEW(v_fp32, float, v_, format_.dtype == KvDtype::fp32)
-INFERLAB_KV_VIEW(k_fp16, uint16_t, k_, format_.dtype == KvDtype::fp16)
-INFERLAB_KV_VIEW(v_fp16, uint16_t, v_, format_.dtype == KvDtype::fp16)
-INFERLAB_KV_MUTABLE_VIEW(k_int8, int8_t, k_, format_.dtype == KvDtype::int8)
-INFERLAB_KV_MUTABLE_VIEW(v_int8, int8_t, v_, format_.dtype == KvDtype::int8)
-INFERLAB_KV_VIEW(k_fp8, uint8_t, k_, format_.dtype == KvDtype::fp8)
-INFERLAB_KV_VIEW(v_fp8, uint8_t, v_, format_.dtype == KvDtype::fp8)
-INFERLAB_KV_MUTABLE_VIEW(k_scales, float, k_scales_, format_.scale_bytes() == 4)
-INFERLAB_KV_MUTABLE_VIEW(v_scales, float, v_scales_, format_.scale_bytes() == 4)
-INFERLAB_KV_MUTABLE_VIEW(k_scales_fp16, uint16_t, k_scales_, format_.scale_bytes() == 2)
-INFERLAB_KV_MUTABLE_VIEW(v_scales_fp16, uint16_t, v_scales_, format_.scale_bytes() == 2)
+// @p buffer's bytes as a span of T, when @p ok (the format stores T there); else std::logic_error
+// naming @p accessor and the format.
+template <class T, class Buffer>
+std::span<T> view_as(Buffer& buffer, bool ok, const char* accessor, const KvFormat& format) {
+  if (!ok) wrong_type(accessor, format);
+  return {reinterpret_cast<T*>(buffer.data()), buffer.size() / sizeof(T)};
+}
 
-#undef INFERLAB_KV_MUTABLE_VIEW
-#undef INFERLAB_KV_VIEW
+}  // namespace
+
+std::span<const float> KvCache::k_fp32() const {
+  return view_as<const float>(k_, dtype() == KvDtype::fp32, "k_fp32", format_);
+}
+std::span<const float> KvCache::v_fp32() const {
+  return view_as<const float>(v_, dtype() == KvDtype::fp32, "v_fp32", format_);
+}
+std::span<const uint16_t> KvCache::k_fp16() const {
+  return view_as<const uint16_t>(k_, dtype() == KvDtype::fp16, "k_fp16", format_);
+}
+std::span<const uint16_t> KvCache::v_fp16() const {
+  return view_as<const uint16_t>(v_, dtype() == KvDtype::fp16, "v_fp16", format_);
+}
+std::span<int8_t> KvCache::k_int8() { return view_as<int8_t>(k_, dtype() == KvDtype::int8, "k_int8", format_); }
+std::span<int8_t> KvCache::v_int8() { return view_as<int8_t>(v_, dtype() == KvDtype::int8, "v_int8", format_); }
+std::span<const int8_t> KvCache::k_int8() const {
+  return view_as<const int8_t>(k_, dtype() == KvDtype::int8, "k_int8", format_);
+}
+std::span<const int8_t> KvCache::v_int8() const {
+  return view_as<const int8_t>(v_, dtype() == KvDtype::int8, "v_int8", format_);
+}
+std::span<const uint8_t> KvCache::k_fp8() const {
+  return view_as<const uint8_t>(k_, dtype() == KvDtype::fp8, "k_fp8", format_);
+}
+std::span<const uint8_t> KvCache::v_fp8() const {
+  return view_as<const uint8_t>(v_, dtype() == KvDtype::fp8, "v_fp8", format_);
+}
+std::span<float> KvCache::k_scales() { return view_as<float>(k_scales_, format_.scale_bytes() == 4, "k_scales", format_); }
+std::span<float> KvCache::v_scales() { return view_as<float>(v_scales_, format_.scale_bytes() == 4, "v_scales", format_); }
+std::span<const float> KvCache::k_scales() const {
+  return view_as<const float>(k_scales_, format_.scale_bytes() == 4, "k_scales", format_);
+}
+std::span<const float> KvCache::v_scales() const {
+  return view_as<const float>(v_scales_, format_.scale_bytes() == 4, "v_scales", format_);
+}
+std::span<uint16_t> KvCache::k_scales_fp16() {
+  return view_as<uint16_t>(k_scales_, format_.scale_bytes() == 2, "k_scales_fp16", format_);
+}
+std::span<uint16_t> KvCache::v_scales_fp16() {
+  return view_as<uint16_t>(v_scales_, format_.scale_bytes() == 2, "v_scales_fp16", format_);
+}
+std::span<const uint16_t> KvCache::k_scales_fp16() const {
+  return view_as<const uint16_t>(k_scales_, format_.scale_bytes() == 2, "k_scales_fp16", format_);
+}
+std::span<const uint16_t> KvCache::v_scales_fp16() const {
+  return view_as<const uint16_t>(v_scales_, format_.scale_bytes() == 2, "v_scales_fp16", format_);
+}
 
 KvCache make_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std::vector<int64_t>& lengths,
                       KvFormat format) {
