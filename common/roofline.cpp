@@ -151,9 +151,8 @@ double fma_gflops(const FmaKernel& kernel, double seconds, int& threads_ran) {
 }
 
 // Arrays on the storage the KV caches use (common/huge_pages.h: 2 MiB pages where the OS offers
-// them), so the read roof is measured on the same footing as the decode kernels it bounds (on
-// this VM a plain fp32 read stream reached 29–30 GB/s on either page size, an INT8 decode-shaped
-// stream 21–22 GB/s on 4 KiB pages and 29–30 on huge pages).
+// them), so the read roof is measured on the same footing as the decode kernels it bounds (an
+// INT8 decode-shaped stream is slower on 4 KiB pages; chapter 04's lesson has the figures).
 struct HugePageDeleter {
   size_t bytes;
   void operator()(float* p) const { inferlab::release_huge_page_bytes(p, bytes); }
