@@ -74,6 +74,33 @@ struct ContiguousLayout {
   }
 };
 
+/// The paged layout (PagedAttention, chapter 06): a pool of fixed-size blocks shared by all
+/// sequences, [num_blocks][num_kv_heads][block_size][head_dim], and a block table per sequence
+/// (one int32 array [batch][max_blocks_per_seq], vLLM's layout) mapping its logical block i to a
+/// physical block. Row (sequence, kv_head, token) = (block · num_kv_heads + kv_head) ·
+/// block_size + token % block_size with block = block_table[sequence][token / block_size]; a run
+/// ends at the end of its block.
+struct PagedLayout {
+  const int32_t* block_table = nullptr;  ///< [batch][max_blocks_per_seq] physical block ids
+  int64_t max_blocks_per_seq = 0;        ///< the block table's row length
+  int64_t block_size = 0;                ///< tokens per block
+  int64_t num_kv_heads = 0;              ///< KV heads per block
+
+  /// The row of token @p token of KV head @p kv_head of sequence @p sequence.
+  INFERLAB_HOST_DEVICE int64_t row(int64_t sequence, int64_t kv_head, int64_t token) const {
+    const int64_t block = block_table[sequence * max_blocks_per_seq + token / block_size];
+    return (block * num_kv_heads + kv_head) * block_size + token % block_size;
+  }
+  /// The run that starts at @p token: the rest of its block.
+  INFERLAB_HOST_DEVICE KvRun run(int64_t sequence, int64_t kv_head, int64_t token) const {
+    return {row(sequence, kv_head, token), block_size - token % block_size};
+  }
+  /// The index of (sequence, kv_head) among per-head arrays (per-channel scales: × head_dim).
+  INFERLAB_HOST_DEVICE int64_t head(int64_t sequence, int64_t kv_head) const {
+    return sequence * num_kv_heads + kv_head;
+  }
+};
+
 /// What a kernel reads of one layer: K and V rows of element type T, their scales of type S
 /// (none for fp32/fp16), the layout and the lengths. Per-token scales sit at the row's index;
 /// per-channel K scales at layout.head(sequence, kv_head) · head_dim + channel.
