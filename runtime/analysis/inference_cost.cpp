@@ -152,6 +152,10 @@ Analysis analyze(const Workload& workload) {
 
   a.kv_equals_weights_tokens = a.weights.streamed / kv_per_token;
   a.memory_bytes = a.weights.held + static_cast<double>(a.kv.total_bytes);
+  if (workload.device.memory_gb > 0 && workload.context >= 2) {
+    a.capacity = kv_capacity(workload.device.memory_gb * 1e9 - a.weights.held, workload.context, a.kv.bytes_per_token,
+                             kAnalysisCapacityBlockSize, "sharegpt", kAnalysisCapacityRequests);
+  }
   return a;
 }
 

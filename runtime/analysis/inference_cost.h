@@ -31,12 +31,18 @@
 ///  - **Floors.** time ≥ max(FLOPs / peak, bytes / bandwidth); the stage is compute-bound when
 ///    FLOPs / peak is the larger, i.e. when AI = FLOPs / bytes exceeds the ridge point
 ///    peak / bandwidth. Real kernels reach 60–90 % of these floors.
+///  - **KV capacity** (chapter 06, kv_capacity.h): the device memory left after the weights, as
+///    KV cache, filled with sequences of the ShareGPT length mix (the vLLM paper's Fig. 11 means)
+///    no longer than `context`: how many fit with a contiguous `context`-token slot per sequence
+///    vs 16-token blocks, and the share of the reserved bytes that holds tokens. Activations and
+///    the runtime's own memory are left out, so the counts are ceilings.
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "runtime/analysis/device_spec.h"
+#include "runtime/analysis/kv_capacity.h"
 #include "runtime/analysis/model_shape.h"
 
 namespace inferlab::analysis {
@@ -157,7 +163,16 @@ struct Analysis {
   double kv_equals_weights_tokens = 0;
   /// Weights held + KV cache at batch × context, bytes (compare with device.memory_gb).
   double memory_bytes = 0;
+  /// Sequences that fit in device memory − weights held: contiguous context-token slots vs
+  /// 16-token blocks, for kAnalysisCapacityRequests ShareGPT-like sequences of at most context
+  /// tokens. capacity.known is false when the device's memory is unknown or context < 2.
+  KvCapacity capacity;
 };
+
+/// Requests drawn for Analysis::capacity (ShareGPT lengths, seed 6).
+inline constexpr int64_t kAnalysisCapacityRequests = 10000;
+/// The block size of Analysis::capacity's paged figure (vLLM's default).
+inline constexpr int64_t kAnalysisCapacityBlockSize = 16;
 
 /// The compute roof for @p format on @p device: the FP8 peak for fp8 weights where the device
 /// has one, the 16-bit (CPU: fp32) peak otherwise.

@@ -59,6 +59,36 @@ void json_stage(std::ostream& out, const StageCost& s) {
       << ", \"tokens_per_second\": " << s.tokens_per_second() << "}";
 }
 
+// The capacity lines under the KV cache: contiguous slots vs paged blocks in the memory left.
+void print_capacity(std::ostream& out, const KvCapacity& c) {
+  if (!c.known) return;
+  if (c.budget_bytes <= 0) {
+    out << "  capacity: the weights leave no device memory for the KV cache\n";
+    return;
+  }
+  out << "  capacity: " << format_si(c.budget_bytes, "B") << " left after the weights holds " << c.distribution
+      << "-like sequences (mean " << format_number(c.mean_length, 3) << " tokens, at most "
+      << c.contiguous.waste.max_seq_len << "; chapter 06):\n";
+  const auto line = [&](const std::string& label, const KvWasteRow& row, const std::string& note) {
+    out << "    " << std::left << std::setw(30) << label << std::setw(18)
+        << (format_count(static_cast<double>(row.sequences_fit)) + " sequences")
+        << format_number(100.0 * row.waste.share_held(), 3) << "% of reserved KV holds tokens" << note << "\n";
+  };
+  line("contiguous " + std::to_string(c.contiguous.waste.max_seq_len) + "-token slots", c.contiguous, "");
+  std::ostringstream times;
+  if (c.contiguous.sequences_fit > 0) {
+    times << " (x"
+          << format_number(static_cast<double>(c.paged.sequences_fit) / static_cast<double>(c.contiguous.sequences_fit), 3)
+          << ")";
+  }
+  line("paged, " + std::to_string(c.paged.waste.block_size) + "-token blocks", c.paged, times.str());
+}
+
+void json_capacity_row(std::ostream& out, const KvWasteRow& row) {
+  out << "{\"sequences_fit\": " << row.sequences_fit << ", \"share_held\": " << row.waste.share_held()
+      << ", \"max_seq_len\": " << row.waste.max_seq_len << ", \"block_size\": " << row.waste.block_size << "}";
+}
+
 }  // namespace
 
 void print_report(std::ostream& out, const Analysis& a) {
@@ -118,7 +148,9 @@ void print_report(std::ostream& out, const Analysis& a) {
     out << (a.memory_bytes <= dev.memory_gb * 1e9 ? " (fits in " : " (does NOT fit in ")
         << format_number(dev.memory_gb, 3) << " GB)";
   }
-  out << "\n\n";
+  out << "\n";
+  print_capacity(out, a.capacity);
+  out << "\n";
 
   const StageCost& p = a.prefill;
   const StageCost& d = a.decode;
@@ -197,8 +229,19 @@ std::string to_json(const Analysis& a) {
   json_stage(out, a.prefill);
   out << ",\n \"decode\": ";
   json_stage(out, a.decode);
-  out << ",\n \"kv_equals_weights_tokens\": " << a.kv_equals_weights_tokens << ", \"memory_bytes\": " << a.memory_bytes
-      << "}\n";
+  out << ",\n \"kv_equals_weights_tokens\": " << a.kv_equals_weights_tokens << ", \"memory_bytes\": " << a.memory_bytes;
+  out << ",\n \"kv_capacity\": ";
+  if (a.capacity.known) {
+    out << "{\"budget_bytes\": " << a.capacity.budget_bytes << ", \"lengths\": " << json_string(a.capacity.distribution)
+        << ", \"mean_length\": " << a.capacity.mean_length << ", \"contiguous\": ";
+    json_capacity_row(out, a.capacity.contiguous);
+    out << ", \"paged\": ";
+    json_capacity_row(out, a.capacity.paged);
+    out << "}";
+  } else {
+    out << "null";
+  }
+  out << "}\n";
   return out.str();
 }
 

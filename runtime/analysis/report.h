@@ -10,13 +10,16 @@
 
 namespace inferlab::analysis {
 
-/// Writes the readable report of @p analysis: the model and device, the KV cache, the prefill and
+/// Writes the readable report of @p analysis: the model and device, the KV cache and how many
+/// sequences fit in the memory left after the weights (contiguous slots vs 16-token blocks,
+/// chapter 06; when the device's memory is known), the prefill and
 /// the decode step (FLOPs, bytes split into weights and KV, AI against the ridge point, the bound
 /// and the time and throughput floors), the KV-equals-weights crossover, and what int8 weights
 /// or an int8 KV cache would buy for the same workload.
 void print_report(std::ostream& out, const Analysis& analysis);
 
-/// The report as one JSON object (numbers in bytes, FLOPs, seconds and tokens/s; no units).
+/// The report as one JSON object (numbers in bytes, FLOPs, seconds and tokens/s; no units);
+/// "kv_capacity" is null when the device's memory is unknown.
 std::string to_json(const Analysis& analysis);
 
 /// Writes the built-in models (shape, parameters, KV per token) and devices (ceilings, ridge).

@@ -211,5 +211,53 @@ TEST_F(Cli, DecodeWithAQuantizedCacheMatchesTheOracleOfThatCache) {
   EXPECT_NE(bad.output.find("--cache = int4: must be int8"), std::string::npos) << bad.output;
 }
 
+// `inferlab analyze` (chapter 06's memory arithmetic): the capacity lines of the report, and the
+// --kv-waste table. LLaMA-7B on an A100 40GB: 40 GB − 13.48 GB of weights = 26.52 GB of KV,
+// 24 one-GiB contiguous slots of 2048 tokens; 16 GiB of KV holds 16 such slots.
+TEST_F(Cli, AnalyzeReportsKvCapacityAndTheWasteTable) {
+  const Result r = run("analyze --model llama-7b --device a100-40 --context 2048");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* expected : {"capacity: 26.52 GB left after the weights holds ShareGPT-like sequences",
+                               "contiguous 2048-token slots", "24 sequences", "paged, 16-token blocks",
+                               "% of reserved KV holds tokens (x"}) {
+    EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
+  }
+  const Result json = run("analyze --model llama-7b --device a100-40 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_NE(json.output.find("\"kv_capacity\": {\"budget_bytes\": "), std::string::npos) << json.output;
+  EXPECT_NE(json.output.find("\"contiguous\": {\"sequences_fit\": 24,"), std::string::npos) << json.output;
+  // The weights of LLaMA-2-13B (26 GB) leave nothing on a 24 GB RTX 4090.
+  const Result full = run("analyze --model llama-2-13b --device rtx4090");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_NE(full.output.find("the weights leave no device memory for the KV cache"), std::string::npos) << full.output;
+
+  const Result table = run("analyze --kv-waste --model llama-7b --requests 2000");
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  for (const char* expected : {"512.0 KiB per token, max_seq_len 2048, KV budget 16.00 GiB", "2,000 requests drawn from ShareGPT",
+                               "contiguous  2048   1.000 GiB", "paged       16", "parallel sampling, n = 4",
+                               "341-token system prompt"}) {
+    EXPECT_NE(table.output.find(expected), std::string::npos) << expected << "\n" << table.output;
+  }
+  const Result rows = run("analyze --kv-waste --lengths alpaca --kv-budget-gib 8 --requests 500 --json");
+  ASSERT_EQ(rows.exit_code, 0) << rows.output;
+  EXPECT_NE(rows.output.find("\"model\": \"llama-7b\", \"kv\": \"fp16\""), std::string::npos) << rows.output;
+  EXPECT_NE(rows.output.find("\"lengths\": \"alpaca\""), std::string::npos) << rows.output;
+  EXPECT_NE(rows.output.find("\"scheme\": \"contiguous\", \"block_size\": 0"), std::string::npos) << rows.output;
+  EXPECT_NE(rows.output.find("\"sequences_fit\": 8}"), std::string::npos) << rows.output;  // 8 GiB / 1 GiB slots
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"analyze --kv-waste --kv-budget-gib 0", "kv-budget-gib = 0"},
+      {"analyze --kv-waste --lengths lmsys", "lengths = lmsys: unknown"},
+      {"analyze --kv-waste --requests 0", "requests = 0"},
+      {"analyze --kv-waste --context 1", "max_seq_len = 1"},
+      {"analyze --requests 5", "--requests: only with --kv-waste"},
+  };
+  for (const auto& [arguments, message] : bad) {
+    const Result e = run(arguments);
+    EXPECT_EQ(e.exit_code, 2) << arguments << "\n" << e.output;
+    EXPECT_NE(e.output.find(message), std::string::npos) << arguments << "\n" << e.output;
+  }
+}
+
 }  // namespace
 }  // namespace inferlab

@@ -1,5 +1,11 @@
 // `inferlab analyze`: the analytic calculator (runtime/analysis). Parses flags, builds a
 // Workload, prints the report, JSON, the catalog or the audit of the source article.
+// `inferlab analyze --kv-waste [--model M] [--kv K] [--context MAX] [--kv-budget-gib 16]
+// [--lengths sharegpt|alpaca] [--requests 10000] [--seed 6] [--system-prompt 341] [--json]`:
+// chapter 06's memory table (runtime/analysis/kv_capacity.h) — reserved vs token-holding KV
+// bytes, contiguous max-length slots vs paging at blocks 1, 8, 16, 32, 128, the sequences that
+// fit in the budget, and what sharing saves. docs/plots/ch06-memory.json is
+// `inferlab analyze --kv-waste --json`.
 #include <iostream>
 #include <optional>
 #include <stdexcept>
@@ -7,6 +13,7 @@
 #include "common/check.h"
 #include "runtime/analysis/article_audit.h"
 #include "runtime/analysis/inference_cost.h"
+#include "runtime/analysis/kv_capacity.h"
 #include "runtime/analysis/report.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -75,12 +82,40 @@ analysis::ModelShape model_from(const Args& args) {
   return model;
 }
 
+// `--kv-waste`: chapter 06's waste and capacity table for the model's KV bytes per token.
+int kv_waste(const Args& args, const analysis::ModelShape& model) {
+  const analysis::KvFormat format = analysis::parse_kv_format(args.get_or("kv", "fp16"));
+  analysis::KvWasteSettings settings;
+  settings.label = model.name + ", " + std::string(analysis::to_string(format)) + " KV";
+  settings.model = model.key;
+  settings.kv = std::string(analysis::to_string(format));
+  settings.bytes_per_token = analysis::kv_cache_size(model, format, 1, 1).bytes_per_token;
+  settings.max_seq_len = integer_option(args, "context").value_or(settings.max_seq_len);
+  const int64_t budget_gib = integer_option(args, "kv-budget-gib").value_or(16);
+  require(budget_gib > 0 && budget_gib < (int64_t{1} << 32), "kv-budget-gib", budget_gib, "must be in [1, 2^32)");
+  settings.budget_bytes = budget_gib << 30;
+  settings.lengths = args.get_or("lengths", settings.lengths);
+  settings.requests = integer_option(args, "requests").value_or(settings.requests);
+  const int64_t seed = integer_option(args, "seed").value_or(static_cast<int64_t>(settings.seed));
+  require(seed >= 0, "seed", seed, "must be >= 0");
+  settings.seed = static_cast<uint64_t>(seed);
+  settings.system_prompt_tokens = integer_option(args, "system-prompt").value_or(settings.system_prompt_tokens);
+  const analysis::KvWasteReport report = analysis::kv_waste_report(settings);
+  if (args.has("json")) {
+    std::cout << analysis::to_json(report);
+  } else {
+    analysis::print_kv_waste_report(std::cout, report);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int analyze(const std::vector<std::string>& argv) {
-  const Args args(argv, {"list", "json", "audit", "markdown"});
+  const Args args(argv, {"list", "json", "audit", "markdown", "kv-waste"});
   args.check_known({"model", "device", "batch", "context", "prompt", "weights", "kv", "hidden", "layers", "heads",
-                    "kv-heads", "ffn", "vocab", "roofline", "list", "json", "audit", "markdown"});
+                    "kv-heads", "ffn", "vocab", "roofline", "list", "json", "audit", "markdown", "kv-waste",
+                    "kv-budget-gib", "lengths", "requests", "seed", "system-prompt"});
   if (args.has("list")) {
     analysis::print_catalog(std::cout);
     return 0;
@@ -93,6 +128,10 @@ int analyze(const std::vector<std::string>& argv) {
       analysis::print_audit(std::cout, rows);
     }
     return 0;
+  }
+  if (args.has("kv-waste")) return kv_waste(args, model_from(args));
+  for (const char* flag : {"kv-budget-gib", "lengths", "requests", "seed", "system-prompt"}) {
+    if (args.has(flag)) throw std::invalid_argument(std::string("option --") + flag + ": only with --kv-waste");
   }
   analysis::Workload workload;
   workload.model = model_from(args);
