@@ -34,6 +34,11 @@ const std::vector<KvAppendVersion>& kv_append_versions() {
   return versions;
 }
 
+const std::vector<PrefillWithCacheVersion>& prefill_with_cache_versions() {
+  static const std::vector<PrefillWithCacheVersion> versions = in_chapter_order(prefill_with_cache_rows());
+  return versions;
+}
+
 const AttentionVersion& find_attention_version(std::string_view name, Backend backend) {
   return find_version(attention_versions(), name, backend);
 }

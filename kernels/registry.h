@@ -12,6 +12,7 @@
 #include "kernels/attention/versions.h"
 #include "kernels/decode/versions.h"
 #include "kernels/kv/versions.h"
+#include "kernels/paged/versions.h"
 
 namespace inferlab {
 
@@ -21,6 +22,8 @@ const std::vector<AttentionVersion>& attention_versions();
 const std::vector<DecodeVersion>& decode_versions();
 /// Every KV-cache append version compiled into this build.
 const std::vector<KvAppendVersion>& kv_append_versions();
+/// Every prefill-with-cache version compiled into this build (chapter 06).
+const std::vector<PrefillWithCacheVersion>& prefill_with_cache_versions();
 
 /// The prefill version called @p name on @p backend (find_version over attention_versions()).
 const AttentionVersion& find_attention_version(std::string_view name, Backend backend);

@@ -29,12 +29,11 @@ float to_float(T x) {
 }
 
 // T = float (fp32 cache) or uint16_t (fp16 bits). The rows of one sequence's KV head are
-// where the cache's layout puts them: K row of token j at rows.k + layout.row(b, g, j) · d.
-template <class T>
-void decode_naive(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
-  const DecodeShape s = decode_shape(q, cache);
-  check_decode_output(out, s);
-  const KvRows<T> rows = cache.rows<T>();
+// where the cache's layout puts them: K row of token j at rows.k + layout.row(b, g, j) · d
+// (contiguous, or through the block table when paged: the same loops).
+template <class T, class Layout>
+void decode_naive(const Tensor<float>& q, const KvCache& cache, const DecodeShape& s, const KvRows<T, float, Layout>& rows,
+                  Tensor<float>& out) {
   const int64_t d = s.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> scores(static_cast<size_t>(s.max_seq_len));
@@ -70,6 +69,13 @@ void decode_naive(const Tensor<float>& q, const KvCache& cache, Tensor<float>& o
       }
     }
   }
+}
+
+template <class T>
+void decode_naive(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
+  const DecodeShape s = decode_shape(q, cache);
+  check_decode_output(out, s);
+  cache.with_rows<T>(0, [&](const auto& rows) { decode_naive(q, cache, s, rows, out); });
 }
 
 }  // namespace

@@ -69,12 +69,13 @@ template <class S>
 void decode_int8(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
-  const KvRows<int8_t, S> rows = cache.rows<int8_t, S>();
-  const auto scales_of = [&](int64_t b, int64_t g) {
-    const S* channels = rows.per_channel ? rows.k_scales + rows.layout.head(b, g) * rows.head_dim : nullptr;
-    return Int8Scales<S>{rows.k_scales, channels, rows.v_scales};
-  };
-  decode_groups(q, s, rows, cache.max_length(), scales_of, out);
+  cache.with_rows<int8_t, S>(0, [&](const auto& rows) {
+    const auto scales_of = [&](int64_t b, int64_t g) {
+      const S* channels = rows.per_channel ? rows.k_scales + rows.layout.head(b, g) * rows.head_dim : nullptr;
+      return Int8Scales<S>{rows.k_scales, channels, rows.v_scales};
+    };
+    decode_groups(q, s, rows, cache.max_length(), scales_of, out);
+  });
 }
 
 }  // namespace

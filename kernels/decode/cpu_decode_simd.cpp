@@ -45,7 +45,7 @@ void decode_simd(const Tensor<float>& q, const KvCache& cache, Tensor<float>& ou
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
   const auto unscaled = [](int64_t, int64_t) { return Unscaled{}; };  // fp32/fp16 rows: no scales
-  decode_groups(q, s, cache.rows<T>(), cache.max_length(), unscaled, out);
+  cache.with_rows<T>(0, [&](const auto& rows) { decode_groups(q, s, rows, cache.max_length(), unscaled, out); });
 }
 
 }  // namespace

@@ -42,15 +42,18 @@ namespace inferlab::INFERLAB_BACKEND_NS {
 
 // The kernel (decode_rows_kernel), the row split and the launch checks are in cuda_decode.cuh,
 // shared with chapter 04's cuda/decode_int8; this version reads rows as stored (CachedRows).
-template <class T>
-void decode_device(const DeviceDecode<T>& p, cudaStream_t stream) {
+template <class T, class Layout>
+void decode_device(const DeviceDecode<T, float, Layout>& p, cudaStream_t stream) {
   constexpr int kVectorWidth = sizeof(T) == 4 ? 4 : 8;  // 16-byte loads
-  const CachedRows<T> rows{{p.cache}};
-  launch_decode_rows<CachedRows<T>, kVectorWidth>(rows, p.q, p.out, p.shape, p.max_length, stream, "cuda/decode");
+  const CachedRows<T, Layout> rows{{p.cache}};
+  launch_decode_rows<CachedRows<T, Layout>, kVectorWidth>(rows, p.q, p.out, p.shape, p.max_length, stream,
+                                                          "cuda/decode");
 }
 
 template void decode_device<float>(const DeviceDecode<float>&, cudaStream_t);
 template void decode_device<__half>(const DeviceDecode<__half>&, cudaStream_t);
+template void decode_device<float, PagedLayout>(const DeviceDecode<float, float, PagedLayout>&, cudaStream_t);
+template void decode_device<__half, PagedLayout>(const DeviceDecode<__half, float, PagedLayout>&, cudaStream_t);
 
 namespace {
 
@@ -60,8 +63,10 @@ void decode_host(const Tensor<float>& q, const KvCache& cache, Tensor<float>& ou
   check_decode_output(out, shape);
   const DeviceKvCache device_cache(cache);
   decode_on_host_tensors(q, out, "cuda/decode", [&](const float* q_device, float* out_device) {
-    decode_device(DeviceDecode<T>{q_device, device_cache.rows<T>(), out_device, shape, int(cache.max_length())},
-                  nullptr);
+    device_cache.with_rows<T>(0, [&](const auto& rows) {
+      using Layout = std::decay_t<decltype(rows.layout)>;
+      decode_device(DeviceDecode<T, float, Layout>{q_device, rows, out_device, shape, int(cache.max_length())}, nullptr);
+    });
   });
 }
 

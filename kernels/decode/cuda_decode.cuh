@@ -35,11 +35,12 @@
 namespace inferlab::INFERLAB_BACKEND_NS {
 
 // One decode step in device memory: q and out [batch, num_heads, head_dim] (fp32), the cache's
-// rows of element type T with scales S (kv_layout.h: KvRows, device pointers).
-template <class T, class S = float>
+// rows of element type T with scales S in either layout (kv_layout.h: KvRows, device pointers;
+// paged: the block table too).
+template <class T, class S = float, class Layout = ContiguousLayout>
 struct DeviceDecode {
   const float* q = nullptr;
-  KvRows<T, S> cache;
+  KvRows<T, S, Layout> cache;
   float* out = nullptr;
   DecodeShape shape;
   // An upper bound on every lengths[b] (the host knows it: the scheduler's longest sequence).
@@ -52,13 +53,13 @@ struct DeviceDecode {
 // Queues the kernel on @p stream. Throws std::invalid_argument when head_dim > 512 or the
 // scores of max_length keys do not fit in this device's shared memory per block (chapter 05's
 // split-KV decode then), std::runtime_error on a launch error.
-template <class T>
-void decode_device(const DeviceDecode<T>& problem, cudaStream_t stream);
+template <class T, class Layout = ContiguousLayout>
+void decode_device(const DeviceDecode<T, float, Layout>& problem, cudaStream_t stream);
 
 // cuda/decode_int8 (cuda_decode_int8.cu), scales S = float or __half: the same kernel over INT8
 // rows. Throws as decode_device.
-template <class S>
-void decode_int8_device(const DeviceDecode<int8_t, S>& problem, cudaStream_t stream);
+template <class S, class Layout = ContiguousLayout>
+void decode_int8_device(const DeviceDecode<int8_t, S, Layout>& problem, cudaStream_t stream);
 
 // ---- The decode kernel, shared by cuda/decode and cuda/decode_int8 (see cuda_decode.cu) ----
 
@@ -126,12 +127,13 @@ template <int W>
 __device__ void load_row_vector(const uint8_t* p, float (&x)[W]);
 
 // The Rows of decode_rows_kernel: K and V rows of element type T (float, __half, int8_t or FP8
-// codes as uint8_t) with scales S, read through the cache's layout (kv_layout.h) W elements at
-// a time as floats. The hooks fold a quantized cache's scales out of the inner loops; for a
-// plain fp32/fp16 cache (CachedRows) they change nothing.
-template <class T, class S = float>
+// codes as uint8_t) with scales S, read through the cache's layout (kv_layout.h: contiguous, or
+// paged — one block-table load per key, the only difference) W elements at a time as floats.
+// The hooks fold a quantized cache's scales out of the inner loops; for a plain fp32/fp16 cache
+// (CachedRows) they change nothing.
+template <class T, class S = float, class Layout = ContiguousLayout>
 struct RowLoads {
-  KvRows<T, S> cache;
+  KvRows<T, S, Layout> cache;
   // Tokens cached for sequence b.
   __device__ int length(int b) const { return cache.lengths[b]; }
   // The row of token j of KV head g of sequence b.
@@ -148,8 +150,8 @@ struct RowLoads {
 };
 
 // The Rows of a plain fp32/fp16 cache: rows read as stored, no scales.
-template <class T>
-struct CachedRows : RowLoads<T> {
+template <class T, class Layout = ContiguousLayout>
+struct CachedRows : RowLoads<T, float, Layout> {
   // Factor of query element c for KV head g of sequence b: 1.
   __device__ float query_factor(int, int, int) const { return 1.0f; }
   // The score of the key in row `row` from its dot product: as is.

@@ -77,10 +77,11 @@ namespace {
 
 // The Rows of decode_rows_kernel for an FP8 cache: E4M3 codes, one fp32 scale per row (at the
 // row's index, kv_layout.h).
-struct Fp8Rows : RowLoads<uint8_t> {
+template <class Layout>
+struct Fp8Rows : RowLoads<uint8_t, float, Layout> {
   __device__ float query_factor(int, int, int) const { return 1.0f; }
-  __device__ float score(size_t row, float dot) const { return dot * cache.k_scales[row]; }  // once per key
-  __device__ float value_weight(size_t row, float p) const { return p * cache.v_scales[row]; }
+  __device__ float score(size_t row, float dot) const { return dot * this->cache.k_scales[row]; }  // once per key
+  __device__ float value_weight(size_t row, float p) const { return p * this->cache.v_scales[row]; }
 };
 
 }  // namespace
@@ -89,14 +90,17 @@ void decode_fp8_cuda(const Tensor<float>& q, const KvCache& cache, Tensor<float>
   const DecodeShape s = decode_shape(q, cache);
   check_decode_output(out, s);
   const DeviceKvCache device_cache(cache);
-  const Fp8Rows rows{{device_cache.rows<uint8_t>()}};  // refuses any format but FP8
   const int max_length = int(cache.max_length());
-  decode_on_host_tensors(q, out, "cuda/decode_fp8", [&](const float* q_device, float* out_device) {
-    if (s.head_dim % 16 == 0) {  // 16 codes = one 16-byte load
-      launch_decode_rows<Fp8Rows, 16>(rows, q_device, out_device, s, max_length, nullptr, "cuda/decode_fp8");
-    } else {  // 4-byte loads where the row is a whole number of them, else single bytes
-      launch_decode_rows<Fp8Rows, 4>(rows, q_device, out_device, s, max_length, nullptr, "cuda/decode_fp8");
-    }
+  device_cache.with_rows<uint8_t>(0, [&](const auto& cache_rows) {  // refuses any format but FP8
+    using Rows = Fp8Rows<std::decay_t<decltype(cache_rows.layout)>>;
+    const Rows rows{{cache_rows}};
+    decode_on_host_tensors(q, out, "cuda/decode_fp8", [&](const float* q_device, float* out_device) {
+      if (s.head_dim % 16 == 0) {  // 16 codes = one 16-byte load
+        launch_decode_rows<Rows, 16>(rows, q_device, out_device, s, max_length, nullptr, "cuda/decode_fp8");
+      } else {  // 4-byte loads where the row is a whole number of them, else single bytes
+        launch_decode_rows<Rows, 4>(rows, q_device, out_device, s, max_length, nullptr, "cuda/decode_fp8");
+      }
+    });
   });
 }
 

@@ -42,10 +42,10 @@ __device__ inline float scale_value(__half s) {
 // __half): int8 rows widened to float in the loads, the scales folded out of the inner loops —
 // per-channel K into the query (q'_c = q_c·Δk_c), per-token K into the score (s_j = Δk_j·(q·k̂_j)),
 // V into the probability (p_j·Δv_j). Per-token scales sit at the row's index (kv_layout.h).
-template <class S>
-struct Int8Rows : RowLoads<int8_t, S> {
+template <class S, class Layout>
+struct Int8Rows : RowLoads<int8_t, S, Layout> {
   __device__ float query_factor(int b, int g, int c) const {
-    const KvRows<int8_t, S>& r = this->cache;
+    const KvRows<int8_t, S, Layout>& r = this->cache;
     return r.per_channel ? scale_value(r.k_scales[size_t(r.layout.head(b, g)) * size_t(r.head_dim) + c]) : 1.0f;
   }
   __device__ float score(size_t row, float dot) const {
@@ -56,19 +56,22 @@ struct Int8Rows : RowLoads<int8_t, S> {
 
 }  // namespace
 
-template <class S>
-void decode_int8_device(const DeviceDecode<int8_t, S>& p, cudaStream_t stream) {
-  const Int8Rows<S> rows{{p.cache}};
+template <class S, class Layout>
+void decode_int8_device(const DeviceDecode<int8_t, S, Layout>& p, cudaStream_t stream) {
+  using Rows = Int8Rows<S, Layout>;
+  const Rows rows{{p.cache}};
   constexpr int kVectorWidth = 16;  // 16 int8 = one 16-byte load
   if (p.shape.head_dim % kVectorWidth == 0) {
-    launch_decode_rows<Int8Rows<S>, kVectorWidth>(rows, p.q, p.out, p.shape, p.max_length, stream, "cuda/decode_int8");
+    launch_decode_rows<Rows, kVectorWidth>(rows, p.q, p.out, p.shape, p.max_length, stream, "cuda/decode_int8");
   } else {  // char4 loads where the row is a whole number of them, else single bytes
-    launch_decode_rows<Int8Rows<S>, 4>(rows, p.q, p.out, p.shape, p.max_length, stream, "cuda/decode_int8");
+    launch_decode_rows<Rows, 4>(rows, p.q, p.out, p.shape, p.max_length, stream, "cuda/decode_int8");
   }
 }
 
 template void decode_int8_device<float>(const DeviceDecode<int8_t, float>&, cudaStream_t);
 template void decode_int8_device<__half>(const DeviceDecode<int8_t, __half>&, cudaStream_t);
+template void decode_int8_device<float, PagedLayout>(const DeviceDecode<int8_t, float, PagedLayout>&, cudaStream_t);
+template void decode_int8_device<__half, PagedLayout>(const DeviceDecode<int8_t, __half, PagedLayout>&, cudaStream_t);
 
 namespace {
 
@@ -78,7 +81,10 @@ void decode_int8_host(const Tensor<float>& q, const KvCache& cache, Tensor<float
   check_decode_output(out, s);
   const DeviceKvCache device_cache(cache);
   decode_on_host_tensors(q, out, "cuda/decode_int8", [&](const float* q_device, float* out_device) {
-    decode_int8_device<S>({q_device, device_cache.rows<int8_t, S>(), out_device, s, int(cache.max_length())}, nullptr);
+    device_cache.with_rows<int8_t, S>(0, [&](const auto& rows) {
+      using Layout = std::decay_t<decltype(rows.layout)>;
+      decode_int8_device<S, Layout>({q_device, rows, out_device, s, int(cache.max_length())}, nullptr);
+    });
   });
 }
 

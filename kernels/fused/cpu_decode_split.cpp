@@ -30,12 +30,9 @@ namespace {
 
 using namespace decode_keys;
 
-template <class T>
-void decode_split(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out, int64_t num_splits) {
-  require(num_splits >= 1, "num_splits", num_splits, "must be ≥ 1 (1 = one split per sequence)");
-  const DecodeShape s = decode_shape(q, cache);
-  check_decode_output(out, s);
-  const KvRows<T> rows = cache.rows<T>();
+template <class T, class Layout>
+void decode_split(const Tensor<float>& q, const KvCache& cache, const DecodeShape& s, const KvRows<T, float, Layout>& rows,
+                  Tensor<float>& out, int64_t num_splits) {
   const int64_t d = s.head_dim, group = s.group_size(), d_pad = simd::round_up(d, kLanes);
   const int64_t longest_split = (cache.max_length() + num_splits - 1) / num_splits;
   SplitPartials partials(s, num_splits);
@@ -69,6 +66,14 @@ void decode_split(const Tensor<float>& q, const KvCache& cache, Tensor<float>& o
     }
   }
   reduce_splits(partials, out);
+}
+
+template <class T>
+void decode_split(const Tensor<float>& q, const KvCache& cache, Tensor<float>& out, int64_t num_splits) {
+  require(num_splits >= 1, "num_splits", num_splits, "must be ≥ 1 (1 = one split per sequence)");
+  const DecodeShape s = decode_shape(q, cache);
+  check_decode_output(out, s);
+  cache.with_rows<T>(0, [&](const auto& rows) { decode_split(q, cache, s, rows, out, num_splits); });
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDim = 512;
 
-template <class T>
-__global__ void decode_split_partial_kernel(const float* q, KvRows<T> cache, float* part_acc, float* part_max,
+template <class T, class Layout>
+__global__ void decode_split_partial_kernel(const float* q, KvRows<T, float, Layout> cache, float* part_acc, float* part_max,
                                             float* part_sum, int num_heads, int group_size, int head_dim,
                                             int num_splits, int max_split, float scale) {
   SIMT_DYNAMIC_SHARED(float, scores);  // [max_split]: the split's scores, then exp(s − m)
@@ -122,8 +122,9 @@ SplitPolicy cuda_split_policy() {
   return {4 * int64_t(sms), 256, kMaxSplitTokens};
 }
 
-template <class T>
-void decode_split_device(const DeviceDecode<T>& p, const DeviceSplitPartials& partials, cudaStream_t stream) {
+template <class T, class Layout>
+void decode_split_device(const DeviceDecode<T, float, Layout>& p, const DeviceSplitPartials& partials,
+                         cudaStream_t stream) {
   const DecodeShape& s = p.shape;
   const int S = partials.num_splits;
   require(S >= 1, "num_splits", S, "must be ≥ 1 (1 = one split per sequence)");
@@ -139,7 +140,7 @@ void decode_split_device(const DeviceDecode<T>& p, const DeviceSplitPartials& pa
               std::to_string((p.max_length + kMaxSplitTokens - 1) / kMaxSplitTokens) + " splits");
   const dim3 heads_by_batch(unsigned(s.num_heads), unsigned(s.batch));
   check_cuda(
-      simt::launch(decode_split_partial_kernel<T>, dim3(unsigned(s.num_heads), unsigned(s.batch), unsigned(S)),
+      simt::launch(decode_split_partial_kernel<T, Layout>, dim3(unsigned(s.num_heads), unsigned(s.batch), unsigned(S)),
                    dim3(kThreads), size_t(max_split) * sizeof(float), stream, p.q, p.cache, partials.acc,
                    partials.max, partials.sum, int(s.num_heads), int(s.group_size()), int(s.head_dim), S,
                    int(max_split), 1.0f / std::sqrt(static_cast<float>(s.head_dim))),
@@ -151,6 +152,10 @@ void decode_split_device(const DeviceDecode<T>& p, const DeviceSplitPartials& pa
 
 template void decode_split_device<float>(const DeviceDecode<float>&, const DeviceSplitPartials&, cudaStream_t);
 template void decode_split_device<__half>(const DeviceDecode<__half>&, const DeviceSplitPartials&, cudaStream_t);
+template void decode_split_device<float, PagedLayout>(const DeviceDecode<float, float, PagedLayout>&,
+                                                      const DeviceSplitPartials&, cudaStream_t);
+template void decode_split_device<__half, PagedLayout>(const DeviceDecode<__half, float, PagedLayout>&,
+                                                       const DeviceSplitPartials&, cudaStream_t);
 
 namespace {
 
@@ -166,8 +171,11 @@ void decode_split_host(const Tensor<float>& q, const KvCache& cache, Tensor<floa
   maxes.poison();
   sums.poison();
   decode_on_host_tensors(q, out, "cuda/decode_split", [&](const float* q_device, float* out_device) {
-    const DeviceDecode<T> problem{q_device, device_cache.rows<T>(), out_device, shape, int(cache.max_length())};
-    decode_split_device(problem, {acc.data(), maxes.data(), sums.data(), int(num_splits)}, nullptr);
+    device_cache.with_rows<T>(0, [&](const auto& rows) {
+      using Layout = std::decay_t<decltype(rows.layout)>;
+      const DeviceDecode<T, float, Layout> problem{q_device, rows, out_device, shape, int(cache.max_length())};
+      decode_split_device(problem, {acc.data(), maxes.data(), sums.data(), int(num_splits)}, nullptr);
+    });
   });
 }
 

@@ -29,7 +29,8 @@ SplitPolicy cuda_split_policy();
 // Queues the partial kernel (grid num_heads × batch × S, one block per (head, sequence, split))
 // and the reduce kernel (grid num_heads × batch) on @p stream. Throws std::invalid_argument when
 // head_dim > 512, num_splits < 1 or a split of ⌈max_length / S⌉ keys exceeds kMaxSplitTokens.
-template <class T>
-void decode_split_device(const DeviceDecode<T>& problem, const DeviceSplitPartials& partials, cudaStream_t stream);
+template <class T, class Layout = ContiguousLayout>
+void decode_split_device(const DeviceDecode<T, float, Layout>& problem, const DeviceSplitPartials& partials,
+                         cudaStream_t stream);
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

@@ -1,32 +1,41 @@
-// cuda/append and cuda/append_int8 — chapters 03 and 04: write one new token's K and V into the
+// cuda/append and cuda/append_int8 — chapters 03, 04 and 06: write new tokens' K and V into the
 // KV cache (kv_cache.h), on the device.
 //
 // Every decode step first appends the new token (its K and V, computed by the layer's
-// projections) to each sequence's cache, then runs decode attention over lengths[b] + 1 tokens.
-// Both kernels find the slot through the cache's layout (kv_layout.h: row of token lengths[b]).
+// projections) to each sequence's cache, then runs decode attention over lengths[b] + 1 tokens;
+// a prefill chunk (chapter 07) writes many tokens of one sequence. Both are one operation, as in
+// vLLM's reshape_and_cache: token i of the launch goes to slot slots[i] (kv_layout.h: slot =
+// block · block_size + offset, the same for every KV head), a slot the host computed — from the
+// lengths for an append (KvCache::append_slots), through the block table when paged. The kernels
+// never look at a length or a block table: one kernel serves both layouts, and a slot of −1 is
+// skipped (a padded token).
 //
-// cuda/append (fp32, fp16). Launch: grid (num_kv_heads, batch), block 128; block (g, b) copies
-// k_new[b][g] and v_new[b][g] (head_dim fp32 each) into slot lengths[b] of KV head g of
-// sequence b, converted to the cache's type (fp16: round to nearest even, as the host KvCache
-// does). Consecutive threads write consecutive elements: coalesced. Bytes: 2·d·(4 + e) per
-// (sequence, KV head); no FLOPs.
+// cuda/append (fp32, fp16). Launch: grid (num_kv_heads, num_tokens), block 128; block (g, i)
+// copies k_new[i][g] and v_new[i][g] (head_dim fp32 each) into row slot_row(slots[i], g),
+// converted to the cache's type (fp16: round to nearest even, as the host KvCache does).
+// Consecutive threads write consecutive elements: coalesced. Bytes: 2·d·(4 + e) per
+// (token, KV head); no FLOPs.
 //
-// cuda/append_int8 (INT8): quantize-on-append. Launch as above. Block (g, b): max |v| (and max
+// cuda/append_int8 (INT8): quantize-on-append. Launch as above. Block (g, i): max |v| (and max
 // |k| for per-token K scales) over the row by block_reduce, scales stored as fp32 or as fp16
 // rounded up (scale_to_fp16_up_device: the rounding never pushes |x|/Δ past 127), a finiteness
 // flag reduced the same way, then each thread quantizes its elements: q = clamp(rint(x / Δ),
 // −127, 127) — rounded, then clamped in float, so an out-of-range value (per-channel K past the
 // prompt's range) saturates instead of wrapping through the int8 cast. Bytes: 2·d·(4 + 1) + 4–8
-// per (sequence, KV head). A row with a NaN/Inf writes nothing and sets
-// status[b·num_kv_heads + g] = 1; the host reads the flags and throws naming the sequence and KV
-// head (the host check runs first anyway — the flag keeps the kernel safe for callers that skip
-// it). Clamped values are counted in *saturated (atomicAdd).
+// per (token, KV head). A row with a NaN/Inf writes nothing and sets status[i·num_kv_heads + g]
+// = 1; the host reads the flags and throws naming the token and KV head (the host check runs
+// first anyway — the flag keeps the kernel safe for callers that skip it). Clamped values are
+// counted in *saturated (atomicAdd).
 //
-// Capacity: the host checks that no sequence is full before launching (KvCache::check_append
-// throws std::invalid_argument); the kernels also refuse a slot outside [0, max_seq_len), so a
-// caller that skipped the check loses the token instead of corrupting the next head's cache.
+// Capacity: the host checks every slot before launching (KvCache::check_append: no sequence is
+// full; KvCache::check_slots: every slot inside the pool, none twice) and throws
+// std::invalid_argument; the kernels also skip a slot outside [0, slots_per_layer), so a caller
+// that skipped the check loses the token instead of corrupting another sequence's rows.
+#include <algorithm>
 #include <cfloat>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/primitives/softmax_warp.cuh"
@@ -48,43 +57,59 @@ __device__ inline void store_cached(__half* at, float x) {
   *at = __float2half_rn(x);
 }
 
-template <class T>
-__global__ void kv_append_kernel(KvSlots<T> cache, const float* k_new, const float* v_new, int max_seq_len) {
-  const int g = blockIdx.x, b = blockIdx.y, d = int(cache.head_dim);
-  const int slot = cache.lengths[b];
-  if (slot < 0 || slot >= max_seq_len) return;  // full (or corrupt): never write past the end
-  const size_t dst = size_t(cache.layout.row(b, g, slot)) * d;
-  const size_t src = (size_t(b) * cache.layout.num_kv_heads + g) * d;
+template <class T, class Layout>
+__global__ void kv_write_kernel(KvSlots<T, float, Layout> cache, const float* k_new, const float* v_new,
+                                const int64_t* slots, int64_t slots_per_layer) {
+  const int g = blockIdx.x, i = blockIdx.y, d = int(cache.head_dim);
+  const int64_t slot = slots[i];
+  if (slot < 0 || slot >= slots_per_layer) return;  // padded (−1) or corrupt: never write outside the pool
+  const size_t dst = size_t(cache.layout.slot_row(slot, g)) * d;
+  const size_t src = (size_t(i) * cache.layout.num_kv_heads + g) * d;
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     store_cached(cache.k + dst + c, k_new[src + c]);
     store_cached(cache.v + dst + c, v_new[src + c]);
   }
 }
 
-// Uploads k_new and v_new, runs @p launch(cache, k_device, v_device), waits (errors name
-// @p name).
+// Uploads k, v ([num_tokens, num_kv_heads, head_dim]) and the slots, runs @p launch over grid
+// (num_kv_heads, num_tokens) and waits (errors name @p name).
 template <class Launch>
-void append_on_device(DeviceKvCache& device_cache, const Tensor<float>& k_new, const Tensor<float>& v_new,
-                      const char* name, const Launch& launch) {
-  const KvCacheShape& s = device_cache.shape();
-  require(s.batch <= 65535, "batch", s.batch, std::string("must be ≤ 65535 (grid.y) for ") + name);
-  DeviceBuffer<float> k_device(size_t(k_new.size())), v_device(size_t(v_new.size()));
-  k_device.upload(k_new.data());
-  v_device.upload(v_new.data());
-  check_cuda(launch(dim3(unsigned(s.num_kv_heads), unsigned(s.batch)), k_device.data(), v_device.data()), name);
+void write_on_device(const KvCacheShape& s, const Tensor<float>& k, const Tensor<float>& v,
+                     std::span<const int64_t> slots, const char* name, const Launch& launch) {
+  const int64_t tokens = int64_t(slots.size());
+  if (tokens == 0) return;
+  require(tokens <= 65535, "slots.size()", tokens, std::string("must be ≤ 65535 (grid.y) for ") + name);
+  DeviceBuffer<float> k_device(size_t(k.size())), v_device(size_t(v.size()));
+  k_device.upload(k.data());
+  v_device.upload(v.data());
+  DeviceBuffer<int64_t> slots_device(slots.size());
+  slots_device.upload(slots.data());
+  check_cuda(launch(dim3(unsigned(s.num_kv_heads), unsigned(tokens)), k_device.data(), v_device.data(),
+                    static_cast<const int64_t*>(slots_device.data())),
+             name);
   check_cuda(cudaDeviceSynchronize(), name);
+}
+
+// Writes token i of k and v at slot slots[i] of layer 0 of @p cache (checked by the caller).
+template <class T>
+void write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots) {
+  DeviceKvCache device_cache(cache);
+  device_cache.with_rows<T>(0, [&](const auto& rows) {
+    using Layout = std::decay_t<decltype(rows.layout)>;
+    const KvSlots<T, float, Layout> target = device_cache.slots<T, float, Layout>();
+    write_on_device(cache.shape(), k, v, slots, "cuda/append",
+                    [&](dim3 grid, const float* k_device, const float* v_device, const int64_t* slots_device) {
+                      return simt::launch(kv_write_kernel<T, Layout>, grid, dim3(kAppendThreads), 0, nullptr, target,
+                                          k_device, v_device, slots_device, cache.slots_per_layer());
+                    });
+  });
+  device_cache.download(cache);
 }
 
 template <class T>
 void append_host(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
   cache.check_append(k_new, v_new);  // a full sequence throws here, before anything is written
-  DeviceKvCache device_cache(cache);
-  const KvSlots<T> slots = device_cache.slots<T>();
-  append_on_device(device_cache, k_new, v_new, "cuda/append", [&](dim3 grid, const float* k, const float* v) {
-    return simt::launch(kv_append_kernel<T>, grid, dim3(kAppendThreads), 0, nullptr, slots, k, v,
-                        int(cache.shape().max_seq_len));
-  });
-  device_cache.download(cache);
+  write_host<T>(cache, k_new, v_new, cache.append_slots());
   cache.commit_append();
 }
 
@@ -138,16 +163,16 @@ __device__ inline float load_scale(const __half* scales, size_t i) {
   return __half2float(scales[i]);
 }
 
-template <class S>
-__global__ void int8_append_kernel(KvSlots<int8_t, S> cache, const float* k_new, const float* v_new, int max_seq_len,
-                                   int* status, int* saturated) {
-  __shared__ float slots[32];
-  const int g = blockIdx.x, b = blockIdx.y;
+template <class S, class Layout>
+__global__ void int8_write_kernel(KvSlots<int8_t, S, Layout> cache, const float* k_new, const float* v_new,
+                                  const int64_t* slots, int64_t slots_per_layer, int* status, int* saturated) {
+  __shared__ float reduce_slots[32];
+  const int g = blockIdx.x, i = blockIdx.y;
   const int d = int(cache.head_dim), G = int(cache.layout.num_kv_heads);
-  const int slot = cache.lengths[b];
-  if (slot < 0 || slot >= max_seq_len) return;  // full: never write past the end
-  const float* k_row = k_new + (size_t(b) * G + g) * d;
-  const float* v_row = v_new + (size_t(b) * G + g) * d;
+  const int64_t slot = slots[i];
+  if (slot < 0 || slot >= slots_per_layer) return;  // padded (−1) or corrupt: never write outside the pool
+  const float* k_row = k_new + (size_t(i) * G + g) * d;
+  const float* v_row = v_new + (size_t(i) * G + g) * d;
   float k_max = 0.0f, v_max = 0.0f, bad = 0.0f;
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     const float kc = k_row[c], vc = v_row[c];
@@ -155,14 +180,14 @@ __global__ void int8_append_kernel(KvSlots<int8_t, S> cache, const float* k_new,
     k_max = fmaxf(k_max, fabsf(kc));
     v_max = fmaxf(v_max, fabsf(vc));
   }
-  bad = block_reduce<true>(bad, slots);
+  bad = block_reduce<true>(bad, reduce_slots);
   if (bad > 0.0f) {  // uniform over the block
-    if (threadIdx.x == 0) status[b * G + g] = 1;
+    if (threadIdx.x == 0) status[i * G + g] = 1;
     return;
   }
-  k_max = block_reduce<true>(k_max, slots);
-  v_max = block_reduce<true>(v_max, slots);
-  const size_t token_scale = size_t(cache.layout.row(b, g, slot));  // a per-token scale sits at its row
+  k_max = block_reduce<true>(k_max, reduce_slots);
+  v_max = block_reduce<true>(v_max, reduce_slots);
+  const size_t token_scale = size_t(cache.layout.slot_row(slot, g));  // a per-token scale sits at its row
   const size_t row = token_scale * d;
   const bool first = threadIdx.x == 0;
   const float v_scale = store_scale(cache.v_scales, token_scale, v_max / 127.0f, first);
@@ -170,8 +195,8 @@ __global__ void int8_append_kernel(KvSlots<int8_t, S> cache, const float* k_new,
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     cache.v[row + c] = quantize(v_row[c], v_scale, saturated);
     float scale = k_scale;
-    if (cache.per_channel) {  // this thread owns channel c's scale: no race
-      const size_t channel = size_t(cache.layout.head(b, g)) * d + c;
+    if (cache.per_channel) {  // this thread owns channel c's scale: no race (contiguous caches only)
+      const size_t channel = size_t(cache.layout.slot_head(slot, g)) * d + c;
       scale = load_scale(cache.k_scales, channel);
       if (scale != scale)  // NaN: no prompt, this token calibrates
         scale = store_scale(cache.k_scales, channel, fabsf(k_row[c]) / 127.0f, true);
@@ -180,31 +205,42 @@ __global__ void int8_append_kernel(KvSlots<int8_t, S> cache, const float* k_new,
   }
 }
 
+// Quantizes token i of k and v into slot slots[i] of layer 0 of @p cache (checked by the caller).
 template <class S>
-void int8_append_host(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
-  cache.check_append(k_new, v_new);  // full sequence or NaN/Inf: throws before anything is written
+void int8_write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots) {
   const KvCacheShape& s = cache.shape();
   DeviceKvCache device_cache(cache);
-  const KvSlots<int8_t, S> slots = device_cache.slots<int8_t, S>();
-  const size_t items = size_t(s.batch * s.num_kv_heads);
+  const size_t items = std::max<size_t>(1, slots.size() * size_t(s.num_kv_heads));
   DeviceBuffer<int> status(items), saturated(1);
   check_cuda(cudaMemset(status.data(), 0, items * sizeof(int)), "cudaMemset (status)");
   check_cuda(cudaMemset(saturated.data(), 0, sizeof(int)), "cudaMemset (saturated)");
-  append_on_device(device_cache, k_new, v_new, "cuda/append_int8", [&](dim3 grid, const float* k, const float* v) {
-    return simt::launch(int8_append_kernel<S>, grid, dim3(kAppendThreads), 0, nullptr, slots, k, v,
-                        int(s.max_seq_len), status.data(), saturated.data());
+  device_cache.with_rows<int8_t, S>(0, [&](const auto& rows) {
+    using Layout = std::decay_t<decltype(rows.layout)>;
+    const KvSlots<int8_t, S, Layout> target = device_cache.slots<int8_t, S, Layout>();
+    write_on_device(s, k, v, slots, "cuda/append_int8",
+                    [&](dim3 grid, const float* k_device, const float* v_device, const int64_t* slots_device) {
+                      return simt::launch(int8_write_kernel<S, Layout>, grid, dim3(kAppendThreads), 0, nullptr,
+                                          target, k_device, v_device, slots_device, cache.slots_per_layer(),
+                                          status.data(), saturated.data());
+                    });
   });
   std::vector<int> flags(items);
   status.download(flags.data());
-  for (size_t i = 0; i < items; ++i)
+  for (size_t i = 0; i < slots.size() * size_t(s.num_kv_heads); ++i)
     if (flags[i] != 0)  // the cache on the host is untouched: nothing is downloaded
-      throw std::invalid_argument("k_new/v_new: sequence " + std::to_string(i / size_t(s.num_kv_heads)) + ", KV head " +
+      throw std::invalid_argument("k/v: token " + std::to_string(i / size_t(s.num_kv_heads)) + ", KV head " +
                                   std::to_string(i % size_t(s.num_kv_heads)) +
-                                  " holds a non-finite value (NaN/Inf): not appended");
+                                  " holds a non-finite value (NaN/Inf): not written");
   int clamped = 0;
   saturated.download(&clamped);
   device_cache.download(cache);
   cache.add_saturated(clamped);
+}
+
+template <class S>
+void int8_append_host(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+  cache.check_append(k_new, v_new);  // full sequence or NaN/Inf: throws before anything is written
+  int8_write_host<S>(cache, k_new, v_new, cache.append_slots());
   cache.commit_append();
 }
 
@@ -216,6 +252,25 @@ void int8_append_cuda(KvCache& cache, const Tensor<float>& k_new, const Tensor<f
   } else {
     int8_append_host<float>(cache, k_new, v_new);  // slots<int8_t>() refuses any format but INT8
   }
+}
+
+void kv_write_slots_cuda(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v,
+                         std::span<const int64_t> slots) {
+  require(cache.shape().num_layers == 1, "num_layers", cache.shape().num_layers,
+          "the device slot write fills a one-layer cache");
+  cache.check_slots(k, v, slots);  // shapes, range, duplicates, finiteness: before anything is written
+  switch (cache.dtype()) {
+    case KvDtype::fp32:
+      return write_host<float>(cache, k, v, slots);
+    case KvDtype::fp16:
+      return write_host<__half>(cache, k, v, slots);
+    case KvDtype::int8:
+      if (cache.format().scale_dtype == ScaleDtype::fp16) return int8_write_host<__half>(cache, k, v, slots);
+      return int8_write_host<float>(cache, k, v, slots);
+    case KvDtype::fp8:
+      break;
+  }
+  throw std::logic_error("kv_write_slots_cuda: no device write for " + cache.format().name() + " (cpu: store_slots)");
 }
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

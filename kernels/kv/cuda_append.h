@@ -1,10 +1,14 @@
 #pragma once
 /// @file cuda_append.h
-/// The device appends of the KV cache (kv/cuda_append.cu) with host-tensor signatures. The .cu
+/// The device appends and slot writes of the KV cache (kv/cuda_append.cu) with host-tensor
+/// signatures. The .cu
 /// file is compiled twice: by g++ into namespace inferlab::sim (run by the SIMT emulator) and,
 /// when nvcc is found, into inferlab::cuda. Each entry point checks the append on the host
 /// (KvCache::check_append: capacity, shapes, finiteness), uploads the cache, runs its kernel,
 /// downloads the cache and commits the append.
+
+#include <cstdint>
+#include <span>
 
 #include "common/tensor.h"
 #include "kernels/kv/kv_cache.h"
@@ -17,6 +21,11 @@
   /* cuda/append_int8 (chapter 04): INT8 cache; a non-finite value throws naming sequence and KV  \
      head, nothing written. */                                                                      \
   void int8_append_cuda(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new);   \
+  /* cuda/write_slots (chapter 06, vLLM's reshape_and_cache): token i of k, v [num_tokens,        \
+     num_kv_heads, head_dim] into slot slots[i] (−1: skipped) of a one-layer fp32, fp16 or INT8  \
+     cache, either layout; lengths unchanged. Checked by KvCache::check_slots first. */            \
+  void kv_write_slots_cuda(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v,         \
+                           std::span<const int64_t> slots);                                        \
   }
 
 /// @cond INTERNAL

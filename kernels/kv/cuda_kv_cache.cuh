@@ -1,7 +1,9 @@
 #pragma once
-// The KV cache in device memory (compiled for sim and cuda): one copy type for every format —
-// the host cache's storage uploaded as it is (poisoned rows and scales included), its lengths,
-// and typed views of the rows for kernels (KvRows of kv_layout.h, with device pointers).
+// The KV cache in device memory (compiled for sim and cuda): one copy type for every format and
+// both layouts — the host cache's storage uploaded as it is (poisoned rows and scales
+// included), its lengths, a paged cache's block table (one int32 array [batch][max_blocks_per_seq],
+// vLLM's layout), and typed views of the rows for kernels (KvRows of kv_layout.h, with device
+// pointers).
 //
 // Element types on the device: float (fp32), __half (fp16: the same 16 bits the host stores),
 // int8_t (INT8 codes), uint8_t (FP8 E4M3 codes); scales float, or __half for INT8 with fp16
@@ -11,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/kv/kv_cache.h"
@@ -24,36 +27,44 @@ class DeviceKvCache {
   explicit DeviceKvCache(const KvCache& cache)
       : shape_(cache.shape()),
         format_(cache.format()),
-        layout_(cache.layout()),
+        paging_(cache.paging()),
+        max_blocks_per_seq_(cache.max_blocks_per_seq()),
+        rows_per_layer_(cache.rows_per_layer()),
         k_(cache.k_bytes().size()),
         v_(cache.v_bytes().size()),
         k_scales_(cache.k_scale_bytes().size()),
         v_scales_(cache.v_scale_bytes().size()),
-        lengths_(size_t(cache.shape().batch)) {
+        lengths_(size_t(cache.shape().batch)),
+        block_table_(cache.block_table().size()) {
     k_.upload(cache.k_bytes().data());
     v_.upload(cache.v_bytes().data());
     if (k_scales_.size() > 0) k_scales_.upload(cache.k_scale_bytes().data());
     if (v_scales_.size() > 0) v_scales_.upload(cache.v_scale_bytes().data());
     lengths_.upload(reinterpret_cast<const int*>(cache.lengths().data()));
+    if (block_table_.size() > 0) block_table_.upload(reinterpret_cast<const int*>(cache.block_table().data()));
   }
 
+  bool paged() const { return paging_.block_size > 0; }
+
   // The rows, scales and layout of layer @p layer: T and S must be what the format stores
-  // (see the file comment), else std::logic_error.
-  template <class T, class S = float>
-  KvRows<T, S> rows(int64_t layer = 0) const {
+  // (see the file comment) and Layout the cache's, else std::logic_error.
+  template <class T, class S = float, class Layout = ContiguousLayout>
+  KvRows<T, S, Layout> rows(int64_t layer = 0) const {
     constexpr bool kFp32 = std::is_same_v<T, float>, kFp16 = std::is_same_v<T, __half>,
                    kInt8 = std::is_same_v<T, int8_t>, kFp8 = std::is_same_v<T, uint8_t>;
+    constexpr bool kPaged = std::is_same_v<Layout, PagedLayout>;
     const KvDtype dtype = format_.dtype;
     const bool element_ok = (kFp32 && dtype == KvDtype::fp32) || (kFp16 && dtype == KvDtype::fp16) ||
                             (kInt8 && dtype == KvDtype::int8) || (kFp8 && dtype == KvDtype::fp8);
     if (!element_ok || (format_.quantized() && format_.scale_bytes() != sizeof(S)) || layer < 0 ||
-        layer >= shape_.num_layers)
+        layer >= shape_.num_layers || kPaged != paged())
       throw std::logic_error("DeviceKvCache::rows: the cache stores " + format_.name() + " with " +
-                             std::to_string(shape_.num_layers) + " layer(s)");
-    const size_t rows_per_layer = size_t(shape_.rows());
+                             std::to_string(shape_.num_layers) + " layer(s), " +
+                             (paged() ? "paged" : "contiguous"));
+    const size_t rows_per_layer = size_t(rows_per_layer_);
     const size_t k_scales_per_layer =
         format_.per_channel() ? size_t(shape_.batch * shape_.num_kv_heads * shape_.head_dim) : rows_per_layer;
-    KvRows<T, S> rows;
+    KvRows<T, S, Layout> rows;
     rows.k = reinterpret_cast<const T*>(k_.data()) + size_t(layer) * rows_per_layer * size_t(shape_.head_dim);
     rows.v = reinterpret_cast<const T*>(v_.data()) + size_t(layer) * rows_per_layer * size_t(shape_.head_dim);
     if (format_.quantized()) {
@@ -61,16 +72,29 @@ class DeviceKvCache {
       rows.v_scales = reinterpret_cast<const S*>(v_scales_.data()) + size_t(layer) * rows_per_layer;
     }
     rows.lengths = lengths_.data();
-    rows.layout = layout_;
+    if constexpr (kPaged) {
+      rows.layout = {reinterpret_cast<const int32_t*>(block_table_.data()), max_blocks_per_seq_, paging_.block_size,
+                     shape_.num_kv_heads};
+    } else {
+      rows.layout = {shape_.num_kv_heads, shape_.max_seq_len};
+    }
     rows.head_dim = shape_.head_dim;
     rows.per_channel = format_.per_channel();
     return rows;
   }
 
+  // Calls @p kernel with rows<T, S, Layout>(layer) for the cache's own layout (as
+  // KvCache::with_rows does on the host).
+  template <class T, class S = float, class Kernel>
+  decltype(auto) with_rows(int64_t layer, Kernel&& kernel) const {
+    if (paged()) return std::forward<Kernel>(kernel)(rows<T, S, PagedLayout>(layer));
+    return std::forward<Kernel>(kernel)(rows<T, S, ContiguousLayout>(layer));
+  }
+
   // The same rows, writable: what the append kernels write into.
-  template <class T, class S = float>
-  KvSlots<T, S> slots(int64_t layer = 0) {
-    const KvRows<T, S> r = rows<T, S>(layer);
+  template <class T, class S = float, class Layout = ContiguousLayout>
+  KvSlots<T, S, Layout> slots(int64_t layer = 0) {
+    const KvRows<T, S, Layout> r = rows<T, S, Layout>(layer);
     return {const_cast<T*>(r.k),        const_cast<T*>(r.v), const_cast<S*>(r.k_scales), const_cast<S*>(r.v_scales),
             r.lengths,                  r.layout,            r.head_dim,                 r.per_channel};
   }
@@ -89,9 +113,12 @@ class DeviceKvCache {
  private:
   KvCacheShape shape_;
   KvFormat format_;
-  ContiguousLayout layout_;
+  KvPaging paging_;
+  int64_t max_blocks_per_seq_ = 0;
+  int64_t rows_per_layer_ = 0;
   DeviceBuffer<std::byte> k_, v_, k_scales_, v_scales_;
   DeviceBuffer<int> lengths_;
+  DeviceBuffer<int> block_table_;  // paged: [batch][max_blocks_per_seq]; empty when contiguous
 };
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

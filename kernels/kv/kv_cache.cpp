@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -39,30 +41,125 @@ void store_as(std::byte* p, T x) {
 
 }  // namespace
 
-KvCache::KvCache(const KvCacheShape& shape, KvFormat format) : shape_(shape), format_(format) {
+namespace {
+
+void check_cache_shape(const KvCacheShape& shape) {
   require_positive("batch", shape.batch);
   require_positive("num_kv_heads", shape.num_kv_heads);
   require_positive("max_seq_len", shape.max_seq_len);
   require_positive("head_dim", shape.head_dim);
   require_positive("num_layers", shape.num_layers);
   require(shape.max_seq_len <= INT32_MAX, "max_seq_len", shape.max_seq_len, "must fit in int32");
-  layout_ = {shape.num_kv_heads, shape.max_seq_len};
-  lengths_.assign(size_t(shape.batch), 0);
-  const size_t rows = size_t(shape.num_layers * shape.rows());
-  const size_t element_bytes = rows * size_t(shape.head_dim) * format.element_bytes();
+}
+
+}  // namespace
+
+KvCache::KvCache(const KvCacheShape& shape, KvFormat format) : shape_(shape), format_(format) {
+  check_cache_shape(shape);
+  rows_per_layer_ = shape.rows();
+  allocate_storage();
+}
+
+KvCache::KvCache(const KvCacheShape& shape, KvFormat format, KvPaging paging)
+    : shape_(shape), format_(format), paging_(paging) {
+  check_cache_shape(shape);
+  require_positive("paging.block_size", paging.block_size);
+  require_positive("paging.num_blocks", paging.num_blocks);
+  require(paging.num_blocks <= INT32_MAX, "paging.num_blocks", paging.num_blocks, "must fit in int32 (block ids)");
+  require(!format.per_channel(), "format", format.name(),
+          "a paged cache shares blocks between sequences, so each row must carry its own K scale: use per-token "
+          "INT8 scales");
+  max_blocks_per_seq_ = (shape.max_seq_len + paging.block_size - 1) / paging.block_size;
+  rows_per_layer_ = paging.num_blocks * shape.num_kv_heads * paging.block_size;
+  block_table_.assign(size_t(shape.batch * max_blocks_per_seq_), -1);
+  allocate_storage();
+}
+
+void KvCache::allocate_storage() {
+  layout_ = {shape_.num_kv_heads, shape_.max_seq_len};
+  lengths_.assign(size_t(shape_.batch), 0);
+  const size_t rows = size_t(shape_.num_layers * rows_per_layer_);
+  const size_t element_bytes = rows * size_t(shape_.head_dim) * format_.element_bytes();
   // Unused rows are poisoned: 0xFF bytes are NaN in fp32 and fp16 (and −1 in int8, whose NaN
   // scales poison the row); FP8 rows hold the NaN code.
-  const std::byte fill = format.dtype == KvDtype::fp8 ? std::byte{kFp8E4M3NaN} : std::byte{0xFF};
+  const std::byte fill = format_.dtype == KvDtype::fp8 ? std::byte{kFp8E4M3NaN} : std::byte{0xFF};
   k_.assign(element_bytes, fill);
   v_.assign(element_bytes, fill);
-  if (format.quantized()) {
-    const size_t s = format.scale_bytes();
-    const size_t k_scales = format.per_channel() ? size_t(shape.num_layers * shape.batch * shape.num_kv_heads * shape.head_dim)
-                                                 : rows;
+  if (format_.quantized()) {
+    const size_t s = format_.scale_bytes();
+    const size_t k_scales = format_.per_channel()
+                                ? size_t(shape_.num_layers * shape_.batch * shape_.num_kv_heads * shape_.head_dim)
+                                : rows;
     k_scales_.resize(k_scales * s);
     v_scales_.resize(rows * s);
     for (size_t i = 0; i < k_scales; ++i) poison_scale(k_scales_, int64_t(i));
     for (size_t i = 0; i < rows; ++i) poison_scale(v_scales_, int64_t(i));
+  }
+}
+
+const ContiguousLayout& KvCache::layout() const {
+  if (paged()) throw std::logic_error("KvCache::layout: the cache is paged (paged_layout())");
+  return layout_;
+}
+
+PagedLayout KvCache::paged_layout() const {
+  if (!paged()) throw std::logic_error("KvCache::paged_layout: the cache is contiguous (layout())");
+  return {block_table_.data(), max_blocks_per_seq_, paging_.block_size, shape_.num_kv_heads};
+}
+
+void KvCache::check_block(int64_t block, const char* what) const {
+  if (!paged()) throw std::logic_error(std::string("KvCache::") + what + ": the cache is not paged");
+  require(block >= 0 && block < paging_.num_blocks, what, block,
+          "must be a block id in [0, num_blocks = " + std::to_string(paging_.num_blocks) + ")");
+}
+
+void KvCache::require_mapped(int64_t sequence, int64_t tokens, const char* what) const {
+  if (!paged() || tokens <= 0) return;
+  const int64_t needed = (tokens + paging_.block_size - 1) / paging_.block_size;
+  for (int64_t i = 0; i < needed; ++i)
+    require(block_table_[size_t(sequence * max_blocks_per_seq_ + i)] >= 0, what, tokens,
+            "sequence " + std::to_string(sequence) + "'s logical block " + std::to_string(i) +
+                " has no physical block: map it first (set_block_table; the block pool allocates)");
+}
+
+void KvCache::set_block_table(int64_t sequence, std::span<const int32_t> blocks) {
+  check_sequence(sequence);
+  if (!paged()) throw std::logic_error("KvCache::set_block_table: the cache is not paged");
+  require(int64_t(blocks.size()) <= max_blocks_per_seq_, "blocks.size()", blocks.size(),
+          "exceeds max_blocks_per_seq = " + std::to_string(max_blocks_per_seq_));
+  for (size_t i = 0; i < blocks.size(); ++i) check_block(blocks[i], ("blocks[" + std::to_string(i) + "]").c_str());
+  const int64_t covered = int64_t(blocks.size()) * paging_.block_size;
+  require(covered >= lengths_[size_t(sequence)], "blocks.size()", blocks.size(),
+          "must cover sequence " + std::to_string(sequence) + "'s " + std::to_string(lengths_[size_t(sequence)]) +
+              " cached tokens");
+  int32_t* table = block_table_.data() + sequence * max_blocks_per_seq_;
+  std::fill_n(table, max_blocks_per_seq_, -1);
+  std::copy(blocks.begin(), blocks.end(), table);
+}
+
+void KvCache::poison_block(int64_t block) {
+  check_block(block, "block");
+  const int64_t rows = shape_.num_kv_heads * paging_.block_size;
+  for (int64_t layer = 0; layer < shape_.num_layers; ++layer)
+    for (int64_t r = 0; r < rows; ++r) poison_row(layer * rows_per_layer_ + block * rows + r);
+}
+
+void KvCache::copy_block(int64_t from, int64_t to) {
+  check_block(from, "from");
+  check_block(to, "to");
+  if (from == to) return;
+  const size_t rows = size_t(shape_.num_kv_heads * paging_.block_size);
+  const size_t row_bytes = size_t(shape_.head_dim) * format_.element_bytes();
+  const size_t scale_bytes = format_.scale_bytes();
+  for (int64_t layer = 0; layer < shape_.num_layers; ++layer) {
+    const size_t first = size_t(layer * rows_per_layer_);
+    const size_t src = first + size_t(from) * rows, dst = first + size_t(to) * rows;
+    std::memcpy(k_.data() + dst * row_bytes, k_.data() + src * row_bytes, rows * row_bytes);
+    std::memcpy(v_.data() + dst * row_bytes, v_.data() + src * row_bytes, rows * row_bytes);
+    if (format_.quantized()) {  // per-token scales (a paged cache has no per-channel ones)
+      std::memcpy(k_scales_.data() + dst * scale_bytes, k_scales_.data() + src * scale_bytes, rows * scale_bytes);
+      std::memcpy(v_scales_.data() + dst * scale_bytes, v_scales_.data() + src * scale_bytes, rows * scale_bytes);
+    }
   }
 }
 
@@ -231,11 +328,29 @@ void KvCache::poison_row(int64_t row) {
   }
 }
 
-void KvCache::poison_unused() {
+// Poisons the rows of @p sequence past its length. Paged: only in the blocks mapped to it, and
+// safely — a block shared with another sequence is either full (prefix sharing) or ends at
+// every holder's length (copy-on-write copies it before anyone appends), so the rows poisoned
+// here are no other sequence's tokens.
+void KvCache::poison_past_length(int64_t sequence) {
+  const int64_t length = lengths_[size_t(sequence)];
   for (int64_t layer = 0; layer < shape_.num_layers; ++layer)
-    for (int64_t b = 0; b < shape_.batch; ++b)
-      for (int64_t g = 0; g < shape_.num_kv_heads; ++g)
-        for (int64_t t = lengths_[size_t(b)]; t < shape_.max_seq_len; ++t) poison_row(global_row(layer, b, g, t));
+    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
+      if (!paged()) {
+        for (int64_t t = length; t < shape_.max_seq_len; ++t) poison_row(global_row(layer, sequence, g, t));
+        continue;
+      }
+      for (int64_t i = length / paging_.block_size; i < max_blocks_per_seq_; ++i) {
+        if (block_table_[size_t(sequence * max_blocks_per_seq_ + i)] < 0) continue;
+        const int64_t end = std::min((i + 1) * paging_.block_size, shape_.max_seq_len);
+        for (int64_t t = std::max(length, i * paging_.block_size); t < end; ++t)
+          poison_row(global_row(layer, sequence, g, t));
+      }
+    }
+}
+
+void KvCache::poison_unused() {
+  for (int64_t b = 0; b < shape_.batch; ++b) poison_past_length(b);
 }
 
 void KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<float>& v, int64_t layer) {
@@ -248,6 +363,7 @@ void KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<flo
           "must be [num_kv_heads = " + std::to_string(G) + ", seq_len, head_dim = " + std::to_string(d) + "]");
   require(L <= shape_.max_seq_len, "seq_len (k.shape[1])", L,
           "exceeds the cache's max_seq_len = " + std::to_string(shape_.max_seq_len));
+  require_mapped(sequence, L, "seq_len (k.shape[1])");
   for (int64_t g = 0; g < G; ++g) {
     require_finite(k.data() + g * L * d, L * d, "k (prefill)", sequence, g);
     require_finite(v.data() + g * L * d, L * d, "v (prefill)", sequence, g);
@@ -270,7 +386,7 @@ void KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<flo
                   v.data() + (g * L + t) * d);
   }
   lengths_[size_t(sequence)] = int32_t(L);
-  poison_unused();
+  poison_past_length(sequence);
 }
 
 void KvCache::check_append(const Tensor<float>& k_new, const Tensor<float>& v_new) const {
@@ -281,6 +397,8 @@ void KvCache::check_append(const Tensor<float>& k_new, const Tensor<float>& v_ne
     require(lengths_[size_t(b)] < shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths_[size_t(b)],
             "sequence " + std::to_string(b) + " is full (max_seq_len = " + std::to_string(shape_.max_seq_len) +
                 "): appending would write past the end of its cache");
+  for (int64_t b = 0; b < shape_.batch; ++b)
+    require_mapped(b, lengths_[size_t(b)] + 1, ("lengths[" + std::to_string(b) + "] + 1").c_str());
   const int64_t d = shape_.head_dim;
   for (int64_t b = 0; b < shape_.batch; ++b)
     for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
@@ -290,15 +408,74 @@ void KvCache::check_append(const Tensor<float>& k_new, const Tensor<float>& v_ne
     }
 }
 
+int64_t KvCache::slot(int64_t sequence, int64_t token) const {
+  check_sequence(sequence);
+  require(token >= 0 && token < shape_.max_seq_len, "token", token,
+          "must be in [0, max_seq_len = " + std::to_string(shape_.max_seq_len) + ")");
+  if (!paged()) return layout_.slot(sequence, token);
+  require_mapped(sequence, token + 1, "token");
+  return paged_layout().slot(sequence, token);
+}
+
+std::vector<int64_t> KvCache::append_slots() const {
+  std::vector<int64_t> slots(size_t(shape_.batch));
+  for (int64_t b = 0; b < shape_.batch; ++b) slots[size_t(b)] = slot(b, lengths_[size_t(b)]);
+  return slots;
+}
+
+void KvCache::check_slots(const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots) const {
+  check_rank(k, 3, "k");
+  check_shape(v, k.shape(), "v");
+  const int64_t n = k.dim(0), G = shape_.num_kv_heads, d = shape_.head_dim;
+  require(k.dim(1) == G && k.dim(2) == d, "k.shape", to_string(k.shape()),
+          "must be [num_tokens, num_kv_heads = " + std::to_string(G) + ", head_dim = " + std::to_string(d) + "]");
+  require(int64_t(slots.size()) == n, "slots.size()", slots.size(),
+          "must equal num_tokens = k.shape[0] = " + std::to_string(n));
+  std::vector<int64_t> sorted;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] == -1) continue;
+    require(slots[i] >= 0 && slots[i] < slots_per_layer(), "slots[" + std::to_string(i) + "]", slots[i],
+            "must be −1 (skip) or in [0, slots_per_layer = " + std::to_string(slots_per_layer()) + ")");
+    sorted.push_back(slots[i]);
+    for (int64_t g = 0; g < G; ++g) {
+      require_finite(k.data() + (int64_t(i) * G + g) * d, d, "k", int64_t(i), g);
+      require_finite(v.data() + (int64_t(i) * G + g) * d, d, "v", int64_t(i), g);
+    }
+  }
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  require(twice == sorted.end(), "slots", twice == sorted.end() ? 0 : *twice,
+          "appears twice: two tokens would write the same rows");
+}
+
+void KvCache::store_slots_unchecked(const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+                                    int64_t layer) {
+  const int64_t G = shape_.num_kv_heads, d = shape_.head_dim;
+  const int64_t block_size = paged() ? paging_.block_size : shape_.max_seq_len;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0) continue;
+    // The owning sequence matters only for per-channel K scales, which only a contiguous cache
+    // has (one block per sequence there).
+    const int64_t sequence = paged() ? -1 : slots[i] / shape_.max_seq_len;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t row = layer * rows_per_layer_ + inferlab::slot_row(slots[i], g, G, block_size);
+      const int64_t at = (int64_t(i) * G + g) * d;
+      store_token(layer, sequence, g, row, k.data() + at, v.data() + at);
+    }
+  }
+}
+
+void KvCache::store_slots(const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+                          int64_t layer) {
+  check_layer(layer);
+  check_slots(k, v, slots);
+  store_slots_unchecked(k, v, slots, layer);
+}
+
 void KvCache::store_appended(const Tensor<float>& k_new, const Tensor<float>& v_new, int64_t layer) {
   check_layer(layer);
-  check_append(k_new, v_new);
-  const int64_t d = shape_.head_dim;
-  for (int64_t b = 0; b < shape_.batch; ++b)
-    for (int64_t g = 0; g < shape_.num_kv_heads; ++g) {
-      const int64_t at = (b * shape_.num_kv_heads + g) * d;
-      store_token(layer, b, g, global_row(layer, b, g, lengths_[size_t(b)]), k_new.data() + at, v_new.data() + at);
-    }
+  check_append(k_new, v_new);  // [batch, num_kv_heads, head_dim]: one token per sequence
+  store_slots_unchecked(k_new, v_new, append_slots(), layer);
 }
 
 void KvCache::commit_append() {
@@ -321,6 +498,8 @@ void KvCache::set_lengths(const std::vector<int64_t>& lengths) {
   for (size_t b = 0; b < lengths.size(); ++b)
     require(lengths[b] >= 0 && lengths[b] <= shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths[b],
             "must be in [0, max_seq_len = " + std::to_string(shape_.max_seq_len) + "]");
+  for (size_t b = 0; b < lengths.size(); ++b)
+    require_mapped(int64_t(b), lengths[b], ("lengths[" + std::to_string(b) + "]").c_str());
   for (size_t b = 0; b < lengths.size(); ++b) lengths_[b] = int32_t(lengths[b]);
   poison_unused();
 }
@@ -354,8 +533,8 @@ KvCache KvCache::dequantized() const {
   return cache;
 }
 
-template <class T, class S>
-KvRows<T, S> KvCache::rows(int64_t layer) const {
+template <class T, class S, class Layout>
+KvRows<T, S, Layout> KvCache::rows(int64_t layer) const {
   check_layer(layer);
   constexpr bool kFp32 = std::is_same_v<T, float>, kFp16 = std::is_same_v<T, uint16_t>,
                  kInt8 = std::is_same_v<T, int8_t>, kFp8 = std::is_same_v<T, uint8_t>;
@@ -363,29 +542,38 @@ KvRows<T, S> KvCache::rows(int64_t layer) const {
                           (kInt8 && format_.dtype == KvDtype::int8) || (kFp8 && format_.dtype == KvDtype::fp8);
   const bool scale_ok = !format_.quantized() || format_.scale_bytes() == sizeof(S);
   if (!element_ok || !scale_ok) wrong_type("rows", format_);
-  const size_t element_offset = size_t(layer * shape_.elements()) * sizeof(T);
-  const size_t k_scale_count = format_.per_channel() ? size_t(shape_.batch * shape_.num_kv_heads * shape_.head_dim)
-                                                     : size_t(shape_.rows());
-  KvRows<T, S> rows;
+  const size_t rows_per_layer = size_t(rows_per_layer_);
+  const size_t element_offset = size_t(layer) * rows_per_layer * size_t(shape_.head_dim) * sizeof(T);
+  const size_t k_scale_count =
+      format_.per_channel() ? size_t(shape_.batch * shape_.num_kv_heads * shape_.head_dim) : rows_per_layer;
+  KvRows<T, S, Layout> rows;
   rows.k = reinterpret_cast<const T*>(k_.data() + element_offset);
   rows.v = reinterpret_cast<const T*>(v_.data() + element_offset);
   if (format_.quantized()) {
     rows.k_scales = reinterpret_cast<const S*>(k_scales_.data()) + size_t(layer) * k_scale_count;
-    rows.v_scales = reinterpret_cast<const S*>(v_scales_.data()) + size_t(layer * shape_.rows());
+    rows.v_scales = reinterpret_cast<const S*>(v_scales_.data()) + size_t(layer) * rows_per_layer;
   }
   rows.lengths = lengths_.data();
-  rows.layout = layout_;
+  if constexpr (std::is_same_v<Layout, PagedLayout>) {
+    rows.layout = paged_layout();  // std::logic_error when contiguous
+  } else {
+    rows.layout = layout();  // std::logic_error when paged
+  }
   rows.head_dim = shape_.head_dim;
   rows.per_channel = format_.per_channel();
   return rows;
 }
 
 /// @cond INTERNAL
-template KvRows<float, float> KvCache::rows<float, float>(int64_t) const;
-template KvRows<uint16_t, float> KvCache::rows<uint16_t, float>(int64_t) const;
-template KvRows<int8_t, float> KvCache::rows<int8_t, float>(int64_t) const;
-template KvRows<int8_t, uint16_t> KvCache::rows<int8_t, uint16_t>(int64_t) const;
-template KvRows<uint8_t, float> KvCache::rows<uint8_t, float>(int64_t) const;
+#define INFERLAB_KV_ROWS(T, S)                                                            \
+  template KvRows<T, S, ContiguousLayout> KvCache::rows<T, S, ContiguousLayout>(int64_t) const; \
+  template KvRows<T, S, PagedLayout> KvCache::rows<T, S, PagedLayout>(int64_t) const;
+INFERLAB_KV_ROWS(float, float)
+INFERLAB_KV_ROWS(uint16_t, float)
+INFERLAB_KV_ROWS(int8_t, float)
+INFERLAB_KV_ROWS(int8_t, uint16_t)
+INFERLAB_KV_ROWS(uint8_t, float)
+#undef INFERLAB_KV_ROWS
 /// @endcond
 
 // ---- typed views of the storage ----
@@ -471,6 +659,68 @@ KvCache make_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std:
     cache.prefill(b, k_b, v_b);
   }
   return cache;
+}
+
+std::vector<int32_t> scattered_block_order(int64_t count, uint64_t seed) {
+  require(count >= 0 && count <= INT32_MAX, "count", count, "must be in [0, 2^31)");
+  std::vector<int32_t> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 random(seed);
+  std::shuffle(order.begin(), order.end(), random);
+  if (count < 3) {  // {0, 1} can only avoid 0 → 1 by being reversed
+    std::reverse(order.begin(), order.end());
+    if (count == 2 && order[0] + 1 == order[1]) std::swap(order[0], order[1]);
+    return order;
+  }
+  // Repair every i with order[i + 1] = order[i] + 1 by swapping order[i + 1] with a random
+  // position whose neighbours it does not continue (and vice versa); a few rounds settle it.
+  const auto follows = [&](size_t i) { return i + 1 < order.size() && order[i + 1] == order[i] + 1; };
+  const auto clean_at = [&](size_t i) { return !(i > 0 && follows(i - 1)) && !follows(i); };
+  for (int round = 0; round < 1000; ++round) {
+    bool clean = true;
+    for (size_t i = 0; i + 1 < order.size(); ++i) {
+      if (!follows(i)) continue;
+      clean = false;
+      const size_t j = size_t(random() % order.size());
+      std::swap(order[i + 1], order[j]);
+      if (!clean_at(i + 1) || !clean_at(j)) std::swap(order[i + 1], order[j]);
+    }
+    if (clean) return order;
+  }
+  throw std::logic_error("scattered_block_order: no scattered order found");
+}
+
+KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed) {
+  require_positive("block_size", block_size);
+  require(!cache.paged(), "cache", "paged", "is already paged");
+  const KvCacheShape& shape = cache.shape();
+  const int64_t blocks_per_seq = (shape.max_seq_len + block_size - 1) / block_size;
+  KvCache paged(shape, cache.format(), KvPaging{block_size, shape.batch * blocks_per_seq});
+  const std::vector<int32_t> order = scattered_block_order(shape.batch * blocks_per_seq, seed);
+  for (int64_t b = 0; b < shape.batch; ++b)
+    paged.set_block_table(b, std::span<const int32_t>(order).subspan(size_t(b * blocks_per_seq), size_t(blocks_per_seq)));
+  // Row by row, bytes as stored: codes and scales travel unchanged.
+  const size_t row_bytes = size_t(shape.head_dim) * cache.format().element_bytes();
+  const size_t scale_bytes = cache.format().scale_bytes();
+  for (int64_t layer = 0; layer < shape.num_layers; ++layer)
+    for (int64_t b = 0; b < shape.batch; ++b)
+      for (int64_t g = 0; g < shape.num_kv_heads; ++g)
+        for (int64_t t = 0; t < cache.length(b); ++t) {
+          const size_t from = size_t(layer * cache.rows_per_layer() + cache.row(b, g, t));
+          const size_t to = size_t(layer * paged.rows_per_layer() + paged.row(b, g, t));
+          std::memcpy(paged.k_bytes().data() + to * row_bytes, cache.k_bytes().data() + from * row_bytes, row_bytes);
+          std::memcpy(paged.v_bytes().data() + to * row_bytes, cache.v_bytes().data() + from * row_bytes, row_bytes);
+          if (scale_bytes > 0) {
+            std::memcpy(paged.k_scale_bytes().data() + to * scale_bytes, cache.k_scale_bytes().data() + from * scale_bytes,
+                        scale_bytes);
+            std::memcpy(paged.v_scale_bytes().data() + to * scale_bytes, cache.v_scale_bytes().data() + from * scale_bytes,
+                        scale_bytes);
+          }
+        }
+  std::vector<int64_t> lengths(cache.lengths().begin(), cache.lengths().end());
+  paged.set_lengths(lengths);
+  paged.add_saturated(cache.saturated_count());
+  return paged;
 }
 
 }  // namespace inferlab

@@ -1,8 +1,8 @@
 #pragma once
 /// @file kv_cache.h
 /// The KV cache, on the host — one class for every element format (kv_format.h: fp32, fp16,
-/// INT8 with scales, FP8 E4M3 with scales), every layout (kv_layout.h: contiguous today) and
-/// any number of layers sharing one set of lengths.
+/// INT8 with scales, FP8 E4M3 with scales), both layouts (kv_layout.h: contiguous, chapters
+/// 03–05; paged, chapter 06) and any number of layers sharing one set of lengths.
 ///
 /// Sequence b holds lengths[b] tokens in its first lengths[b] rows of every KV head of every
 /// layer. Rows at or past a sequence's length are poisoned — NaN bits for fp32/fp16, 0xFF bytes
@@ -15,6 +15,15 @@
 /// with e the element bytes and s the scale bytes per row (per-channel K scales: head_dim per
 /// (sequence, KV head) instead).
 ///
+/// A paged cache (chapter 06: KvCache(shape, format, paging)) holds instead a pool of
+/// paging.num_blocks blocks per layer and a block table per sequence; max_seq_len is then only
+/// the block table's reach (⌈max_seq_len / block_size⌉ entries per sequence). Who owns which block
+/// is the block pool's business (runtime/paged/): it maps blocks with set_block_table(), poisons
+/// fresh ones (poison_block()) and copies shared ones before a write (copy_block()). Every
+/// token below a length must sit in a mapped block, else std::invalid_argument. Per-channel K
+/// scales are refused: blocks are shared between sequences, so a row's scale must travel with
+/// the row.
+///
 /// Writing: prefill() fills a sequence's first L tokens (quantized for INT8/FP8; per-channel K
 /// scales calibrated on them); each decode step appends one token per sequence at slot
 /// lengths[b] — append() on the CPU, or a device append kernel between check_append() and
@@ -26,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/huge_pages.h"
@@ -42,6 +52,10 @@ class KvCache {
   /// An empty cache (every length 0, every row poisoned). Throws std::invalid_argument naming
   /// the size that is not positive.
   KvCache(const KvCacheShape& shape, KvFormat format);
+  /// An empty paged cache: @p paging.num_blocks blocks of @p paging.block_size tokens per layer,
+  /// every block-table entry unmapped (−1), every row poisoned. Throws std::invalid_argument
+  /// naming a size that is not positive, and for per-channel K scales.
+  KvCache(const KvCacheShape& shape, KvFormat format, KvPaging paging);
 
   /// The sizes.
   const KvCacheShape& shape() const { return shape_; }
@@ -49,8 +63,21 @@ class KvCache {
   const KvFormat& format() const { return format_; }
   /// The element type (format().dtype).
   KvDtype dtype() const { return format_.dtype; }
-  /// The layout of one layer.
-  const ContiguousLayout& layout() const { return layout_; }
+  /// True for a paged cache.
+  bool paged() const { return paging_.block_size > 0; }
+  /// The contiguous layout of one layer; std::logic_error for a paged cache (paged_layout()).
+  const ContiguousLayout& layout() const;
+  /// The paged layout of one layer (over block_table()); std::logic_error for a contiguous cache.
+  PagedLayout paged_layout() const;
+  /// The pool's block size and block count ({0, 0} for a contiguous cache).
+  const KvPaging& paging() const { return paging_; }
+  /// Block-table entries per sequence: ⌈max_seq_len / block_size⌉ (0 when contiguous).
+  int64_t max_blocks_per_seq() const { return max_blocks_per_seq_; }
+  /// The block tables, [batch][max_blocks_per_seq()] int32 (vLLM's layout); −1 = unmapped.
+  const std::vector<int32_t>& block_table() const { return block_table_; }
+  /// Rows of K (= of V) per layer: batch · num_kv_heads · max_seq_len contiguous,
+  /// num_blocks · num_kv_heads · block_size paged.
+  int64_t rows_per_layer() const { return rows_per_layer_; }
   /// Tokens cached for every sequence (int32, as the device kernels read them).
   const std::vector<int32_t>& lengths() const { return lengths_; }
   /// Tokens cached for @p sequence.
@@ -89,9 +116,38 @@ class KvCache {
   /// Increments every length by one: the last step of an append, after the new token's K and
   /// V were written at slot lengths[b] of every layer (by store_appended() or a device kernel).
   void commit_append();
+  /// The slot (kv_layout.h: vLLM's slot mapping) of token @p token of sequence @p sequence —
+  /// through its block table when paged (its block must be mapped, else std::invalid_argument).
+  int64_t slot(int64_t sequence, int64_t token) const;
+  /// Slots per layer: batch · max_seq_len contiguous, num_blocks · block_size paged.
+  int64_t slots_per_layer() const { return rows_per_layer_ / shape_.num_kv_heads; }
+  /// slot(b, lengths[b]) for every sequence: where an append writes (every sequence must have
+  /// room: check_append()).
+  std::vector<int64_t> append_slots() const;
+  /// Checks a slot write: @p k and @p v are [num_tokens, num_kv_heads, head_dim], @p slots has
+  /// num_tokens entries, each in [0, slots_per_layer()) or −1 (skip the token, as vLLM pads),
+  /// no slot twice, and (quantized formats) every written value is finite. Throws
+  /// std::invalid_argument naming the entry; writes nothing.
+  void check_slots(const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots) const;
+  /// The CPU slot write (vLLM's reshape_and_cache): token i's K and V rows go to slot slots[i]
+  /// of layer @p layer (rounded or quantized to the format); the lengths do not change (a
+  /// prefill chunk writes its tokens, then the caller sets the lengths). check_slots() first.
+  void store_slots(const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots, int64_t layer);
   /// The CPU append ("cpu/append"): check_append(), write each sequence's new K and V at slot
   /// lengths[b] (rounded or quantized to the format), commit_append(). One-layer caches only.
   void append(const Tensor<float>& k_new, const Tensor<float>& v_new);
+
+  /// Paged: maps sequence @p sequence's logical blocks 0, 1, … to the physical @p blocks (the
+  /// rest of its table unmapped). Writes no row. Throws std::invalid_argument naming the entry
+  /// when a block id is outside [0, num_blocks), when there are more than max_blocks_per_seq()
+  /// of them, or when they do not cover the sequence's cached tokens.
+  void set_block_table(int64_t sequence, std::span<const int32_t> blocks);
+  /// Paged: poisons every row (and scale) of block @p block in every layer — the pool calls it
+  /// for a block it hands out fresh, so a token nobody wrote reads as NaN.
+  void poison_block(int64_t block);
+  /// Paged: copies every row and scale of block @p from into block @p to, in every layer
+  /// (copy-on-write: a shared, partly filled block is copied before one holder appends to it).
+  void copy_block(int64_t from, int64_t to);
 
   /// Sets every length (each in [0, max_seq_len], else std::invalid_argument naming it) and
   /// poisons the rows past them; the tokens below them keep their values. For callers that
@@ -118,14 +174,27 @@ class KvCache {
   KvCache dequantized() const;
 
   /// The rows, scales and layout of layer @p layer, as a kernel reads them: T is the stored
-  /// element (float, uint16_t fp16 bits, int8_t, uint8_t FP8 codes) and S the scale (float or
-  /// uint16_t fp16 bits). Throws std::logic_error when T or S is not what the format stores.
-  template <class T, class S = float>
-  KvRows<T, S> rows(int64_t layer = 0) const;
+  /// element (float, uint16_t fp16 bits, int8_t, uint8_t FP8 codes), S the scale (float or
+  /// uint16_t fp16 bits) and Layout the cache's (ContiguousLayout or PagedLayout). Throws
+  /// std::logic_error when T, S or Layout is not what the cache stores.
+  template <class T, class S = float, class Layout = ContiguousLayout>
+  KvRows<T, S, Layout> rows(int64_t layer = 0) const;
+  /// Calls @p kernel with rows<T, S, Layout>(layer) for the cache's own layout: how a version
+  /// runs one kernel template over either layout.
+  template <class T, class S = float, class Kernel>
+  decltype(auto) with_rows(int64_t layer, Kernel&& kernel) const {
+    if (paged()) return std::forward<Kernel>(kernel)(rows<T, S, PagedLayout>(layer));
+    return std::forward<Kernel>(kernel)(rows<T, S, ContiguousLayout>(layer));
+  }
 
+  /// The row of (sequence, kv_head, token) in one layer, by the cache's layout (= the index of
+  /// its per-token scale in layer 0).
+  int64_t row(int64_t sequence, int64_t kv_head, int64_t token) const {
+    return paged() ? paged_layout().row(sequence, kv_head, token) : layout_.row(sequence, kv_head, token);
+  }
   /// Flat index of the per-token scale of (sequence, kv_head, token) of layer 0 (= its row).
   int64_t token_scale_index(int64_t sequence, int64_t kv_head, int64_t token) const {
-    return layout_.row(sequence, kv_head, token);
+    return row(sequence, kv_head, token);
   }
   /// Flat index of channel @p c's K scale of (sequence, kv_head) of layer 0.
   int64_t channel_scale_index(int64_t sequence, int64_t kv_head, int64_t c) const {
@@ -171,13 +240,18 @@ class KvCache {
   std::span<const std::byte> v_scale_bytes() const { return {v_scales_.data(), v_scales_.size()}; }
 
  private:
+  void allocate_storage();
   void check_sequence(int64_t sequence) const;
+  void check_block(int64_t block, const char* what) const;
+  // Paged: throws unless tokens [0, tokens) of @p sequence sit in mapped blocks.
+  void require_mapped(int64_t sequence, int64_t tokens, const char* what) const;
+  void poison_past_length(int64_t sequence);
   void check_layer(int64_t layer) const;
   void require_finite(const float* x, int64_t n, const char* what, int64_t sequence, int64_t kv_head) const;
   void poison_unused();
   // Rows and scales of the whole cache: layer l's row r is l · shape.rows() + r.
   int64_t global_row(int64_t layer, int64_t sequence, int64_t kv_head, int64_t token) const {
-    return layer * shape_.rows() + layout_.row(sequence, kv_head, token);
+    return layer * rows_per_layer_ + row(sequence, kv_head, token);
   }
   int64_t channel_scale(int64_t layer, int64_t sequence, int64_t kv_head, int64_t c) const {
     return (layer * shape_.batch * shape_.num_kv_heads + layout_.head(sequence, kv_head)) * shape_.head_dim + c;
@@ -191,12 +265,18 @@ class KvCache {
   // sequence, kv_head), quantizing with the format's rules.
   void store_token(int64_t layer, int64_t sequence, int64_t kv_head, int64_t row, const float* k_row,
                    const float* v_row);
+  void store_slots_unchecked(const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+                             int64_t layer);
   void poison_row(int64_t row);
   float element(const HugePageBuffer<std::byte>& from, int64_t index) const;
 
   KvCacheShape shape_;
   KvFormat format_;
   ContiguousLayout layout_;
+  KvPaging paging_;
+  int64_t max_blocks_per_seq_ = 0;
+  int64_t rows_per_layer_ = 0;
+  std::vector<int32_t> block_table_;  // paged: [batch][max_blocks_per_seq], −1 = unmapped
   std::vector<int32_t> lengths_;
   int64_t saturated_ = 0;
   HugePageBuffer<std::byte> k_, v_;              // elements, all layers
@@ -210,5 +290,18 @@ class KvCache {
 /// when shapes or lengths are wrong.
 KvCache make_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std::vector<int64_t>& lengths,
                       KvFormat format);
+
+/// A permutation of the block ids 0 … @p count − 1 in which no block directly follows its
+/// predecessor (order[i + 1] ≠ order[i] + 1) when @p count ≥ 3: a pool handed out in this
+/// order has no two logical neighbours physically adjacent, so a kernel that ignored the block
+/// table could not pass by luck. Seeded: the same order for the same seed.
+std::vector<int32_t> scattered_block_order(int64_t count, uint64_t seed);
+
+/// The same cache in a paged pool (chapter 06's tests, benchmarks and `decode --block-size`):
+/// every sequence gets ⌈max_seq_len / block_size⌉ blocks (room to append up to max_seq_len),
+/// taken in scattered_block_order(); lengths, rows and scales are copied byte for byte, so a
+/// decode of the copy must equal the decode of @p cache. Throws std::invalid_argument when
+/// @p block_size is not positive or @p cache is paged or has per-channel K scales.
+KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed);
 
 }  // namespace inferlab

@@ -47,6 +47,14 @@ struct KvCacheShape {
   }
 };
 
+/// Slots — where an append writes, as vLLM's *slot mapping* (reshape_and_cache): one int64 per
+/// token, slot = block · block_size + offset, the same for every KV head; the token's row for
+/// KV head g is slot_row(slot, g). The contiguous layout is the paged one with one block per
+/// sequence (block = sequence, block_size = max_seq_len), so one append kernel serves both.
+INFERLAB_HOST_DEVICE inline int64_t slot_row(int64_t slot, int64_t kv_head, int64_t num_kv_heads, int64_t block_size) {
+  return ((slot / block_size) * num_kv_heads + kv_head) * block_size + slot % block_size;
+}
+
 /// A run of consecutive rows: the row of the first token and how many tokens follow it in
 /// consecutive rows (the first one included).
 struct KvRun {
@@ -72,6 +80,24 @@ struct ContiguousLayout {
   INFERLAB_HOST_DEVICE int64_t head(int64_t sequence, int64_t kv_head) const {
     return sequence * num_kv_heads + kv_head;
   }
+  /// The slot of token @p token of sequence @p sequence: sequence · max_seq_len + token.
+  INFERLAB_HOST_DEVICE int64_t slot(int64_t sequence, int64_t token) const { return sequence * max_seq_len + token; }
+  /// The row of KV head @p kv_head of slot @p slot (= row(sequence, kv_head, token)).
+  INFERLAB_HOST_DEVICE int64_t slot_row(int64_t slot, int64_t kv_head) const {
+    return inferlab::slot_row(slot, kv_head, num_kv_heads, max_seq_len);
+  }
+  /// head(sequence, kv_head) of the sequence that owns slot @p slot.
+  INFERLAB_HOST_DEVICE int64_t slot_head(int64_t slot, int64_t kv_head) const {
+    return head(slot / max_seq_len, kv_head);
+  }
+};
+
+/// How a paged cache cuts its pool (chapter 06): every layer's K and V pools hold num_blocks
+/// blocks of block_size tokens of every KV head, and one block id addresses the same slots in
+/// all of them.
+struct KvPaging {
+  int64_t block_size = 0;  ///< tokens per block
+  int64_t num_blocks = 0;  ///< physical blocks per pool
 };
 
 /// The paged layout (PagedAttention, chapter 06): a pool of fixed-size blocks shared by all
@@ -79,7 +105,8 @@ struct ContiguousLayout {
 /// (one int32 array [batch][max_blocks_per_seq], vLLM's layout) mapping its logical block i to a
 /// physical block. Row (sequence, kv_head, token) = (block · num_kv_heads + kv_head) ·
 /// block_size + token % block_size with block = block_table[sequence][token / block_size]; a run
-/// ends at the end of its block.
+/// ends at the end of its block. A block's rows (all its KV heads) are consecutive: copying a
+/// block (copy-on-write) is one copy of num_kv_heads · block_size rows.
 struct PagedLayout {
   const int32_t* block_table = nullptr;  ///< [batch][max_blocks_per_seq] physical block ids
   int64_t max_blocks_per_seq = 0;        ///< the block table's row length
@@ -99,6 +126,17 @@ struct PagedLayout {
   INFERLAB_HOST_DEVICE int64_t head(int64_t sequence, int64_t kv_head) const {
     return sequence * num_kv_heads + kv_head;
   }
+  /// The slot of token @p token of sequence @p sequence: block · block_size + token % block_size.
+  INFERLAB_HOST_DEVICE int64_t slot(int64_t sequence, int64_t token) const {
+    return int64_t(block_table[sequence * max_blocks_per_seq + token / block_size]) * block_size + token % block_size;
+  }
+  /// The row of KV head @p kv_head of slot @p slot (= row(sequence, kv_head, token)).
+  INFERLAB_HOST_DEVICE int64_t slot_row(int64_t slot, int64_t kv_head) const {
+    return inferlab::slot_row(slot, kv_head, num_kv_heads, block_size);
+  }
+  /// Per-channel scales are per sequence; a paged cache has none (KvCache refuses them), and a
+  /// slot does not say which sequence holds it: −1.
+  INFERLAB_HOST_DEVICE int64_t slot_head(int64_t, int64_t) const { return -1; }
 };
 
 /// What a kernel reads of one layer: K and V rows of element type T, their scales of type S

@@ -24,6 +24,7 @@ std::string DecodeCase::name() const {
   out << "_steps" << steps << "_h" << num_heads << "_kv" << num_kv_heads << "_d" << head_dim;
   if (capacity_slack == 0) out << "_full";
   if (logit_scale != 1.0f) out << "_logits_x" << static_cast<int>(logit_scale);
+  if (block_size > 0) out << "_bs" << block_size;
   return out.str();
 }
 
@@ -126,8 +127,10 @@ double max_abs_logit(const Sequences& s, const DecodeCase& c) {
   return max_logit;
 }
 
-KvCache empty_cache(const DecodeCase& c, KvDtype dtype) {
-  return KvCache({int64_t(c.lengths.size()), c.num_kv_heads, c.max_seq_len(), c.head_dim}, dtype);
+// An empty cache for @p c: contiguous, or paged over scattered blocks (seeded by @p seed).
+KvCache empty_cache(const DecodeCase& c, KvDtype dtype, uint64_t seed) {
+  KvCache cache({int64_t(c.lengths.size()), c.num_kv_heads, c.max_seq_len(), c.head_dim}, dtype);
+  return c.block_size > 0 ? to_paged(cache, c.block_size, seed) : cache;
 }
 
 std::string positions(const std::vector<int64_t>& t) {
@@ -164,7 +167,7 @@ Tensor<float> cache_bytes(const KvCache& cache) {
   for (int64_t b = 0; b < batch; ++b)
     prefill.push_back(attention_reference(s.q[size_t(b)], s.k[size_t(b)], s.v[size_t(b)], true));
 
-  KvCache cache = empty_cache(c, dtype);
+  KvCache cache = empty_cache(c, dtype, rng.seed());
   std::vector<int64_t> t(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     t[size_t(b)] = c.lengths[size_t(b)] - c.steps;  // the prompt: tokens before the first step
@@ -219,7 +222,7 @@ Tensor<float> cache_bytes(const KvCache& cache) {
 ::testing::AssertionResult decode_same_under_schedules(const DecodeFn& decode, KvDtype dtype, const DecodeCase& c) {
   SeededRng rng;
   const Sequences s = random_sequences(rng, c);
-  KvCache cache = empty_cache(c, dtype);
+  KvCache cache = empty_cache(c, dtype, rng.seed());
   std::vector<int64_t> last(c.lengths.size());
   for (size_t b = 0; b < c.lengths.size(); ++b) {
     cache.prefill(int64_t(b), s.k[b], s.v[b]);
@@ -237,7 +240,7 @@ Tensor<float> cache_bytes(const KvCache& cache) {
                                                     bool check_schedules) {
   SeededRng rng;
   const Sequences s = random_sequences(rng, c);
-  KvCache before = empty_cache(c, dtype);
+  KvCache before = empty_cache(c, dtype, rng.seed());
   std::vector<int64_t> t(c.lengths.size());
   for (size_t b = 0; b < c.lengths.size(); ++b) {
     t[b] = c.lengths[b] - 1;

@@ -28,10 +28,12 @@ struct DecodeCase {
   int64_t head_dim = 64;            ///< d
   int64_t capacity_slack = 3;       ///< max_seq_len = max(lengths) + slack; 0 fills the longest
   float logit_scale = 1.0f;         ///< q is multiplied by this: large values give extreme logits
+  int64_t block_size = 0;           ///< 0: a contiguous cache; else paged (chapter 06), blocks of
+                                    ///< this many tokens in scattered order (to_paged)
 
   /// The cache's capacity per sequence.
   int64_t max_seq_len() const;
-  /// "b3_L1-17-33_steps5_h8_kv2_d80" — usable as a gtest parameter name.
+  /// "b3_L1-17-33_steps5_h8_kv2_d80" (+ "_bs16" when paged) — usable as a gtest parameter name.
   std::string name() const;
 };
 

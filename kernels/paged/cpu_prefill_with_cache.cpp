@@ -1,0 +1,149 @@
+// cpu/prefill_with_cache — chapter 06: a chunk of new tokens attends to the cached prefix and
+// causally to itself (the contract: prefill_with_cache.h), fused, on either cache layout.
+//
+// Work item: (sequence b, KV head g, tile of kTileTokens consecutive query tokens of b's chunk).
+// Its rows are tile tokens × GQA group query heads, gathered into one block of rows. Keys split
+// in two ranges:
+//   1. keys 0 … first − 1, first = the tile's first position: visible to every row of the tile.
+//      All rows stream them together — chapter 03's two SIMD passes (attend_keys(),
+//      cpu_decode_keys.h: K once for all rows, softmax numerators, V once; run by run, so a
+//      paged cache is read block by block) — in pieces of kPieceKeys keys, so the scores
+//      scratch stays rows × kPieceKeys whatever the prefix length;
+//   2. keys first … p for the token at position p (the causal triangle inside the tile): each
+//      token's group rows alone, at most kTileTokens keys.
+// Every piece returns an unnormalised partial (acc, max, sum per row, as split-KV decode does);
+// merge() folds it into the running one exactly (rescale by exp(m_old − m_new)), and the row's
+// output is acc / sum at the end. No P × n score matrix exists at any time.
+//
+// Reads: each K and V row of the visible prefix once per tile — n / kTileTokens times per chunk
+// of n tokens — instead of once per query token; the tile's rows share every load (AI grows
+// with the tile, as prefill's does with L).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/decode/cpu_decode_keys.h"
+#include "kernels/paged/prefill_with_cache.h"
+#include "kernels/primitives/cpu_simd.h"
+
+namespace inferlab {
+namespace {
+
+using namespace decode_keys;
+
+constexpr int64_t kTileTokens = 16;  // query tokens per work item
+constexpr int64_t kPieceKeys = 512;  // keys per shared-prefix piece
+
+// The running softmax state of @p rows query rows: unnormalised output, max, sum.
+struct Partial {
+  Partial(int64_t rows, int64_t d_pad)
+      : acc(rows * d_pad), max(size_t(rows)), sum(size_t(rows)) {}
+  void reset(int64_t rows, int64_t d_pad) {
+    std::fill(acc.data(), acc.data() + rows * d_pad, 0.0f);
+    std::fill(max.begin(), max.begin() + rows, -std::numeric_limits<float>::infinity());
+    std::fill(sum.begin(), sum.begin() + rows, 0.0f);
+  }
+  simd::AlignedFloats acc;
+  std::vector<float> max, sum;
+};
+
+// Folds rows [0, rows) of @p piece into rows [first, first + rows) of @p total: the max becomes
+// the larger one, and each side is rescaled by exp(its max − the new max).
+void merge(Partial& total, int64_t first, const Partial& piece, int64_t rows, int64_t d_pad) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t t = size_t(first + r);
+    if (piece.sum[size_t(r)] == 0.0f) continue;
+    const float m = std::max(total.max[t], piece.max[size_t(r)]);
+    const float a = total.sum[t] == 0.0f ? 0.0f : std::exp(total.max[t] - m);
+    const float b = std::exp(piece.max[size_t(r)] - m);
+    float* acc = total.acc.data() + int64_t(t) * d_pad;
+    const float* add = piece.acc.data() + r * d_pad;
+    for (int64_t c = 0; c < d_pad; ++c) acc[c] = acc[c] * a + add[c] * b;
+    total.sum[t] = total.sum[t] * a + piece.sum[size_t(r)] * b;
+    total.max[t] = m;
+  }
+}
+
+struct Item {
+  int64_t sequence, kv_head, first_token;  // first_token: index in q of the tile's first query
+  int64_t tokens;                          // query tokens in the tile
+};
+
+template <class T, class Layout>
+void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, float, Layout>& rows,
+                   const std::vector<Item>& items, Tensor<float>& out) {
+  const int64_t d = s.head_dim, group = s.group_size(), d_pad = simd::round_up(d, kLanes);
+  const int64_t max_rows = kTileTokens * group;
+
+#pragma omp parallel
+  {
+    GroupScratch shared_scratch(max_rows, d_pad, kPieceKeys), token_scratch(group, d_pad, kTileTokens);
+    std::vector<float> q_tile(size_t(max_rows * d));
+    Partial total(max_rows, d_pad), piece(max_rows, d_pad);
+
+#pragma omp for schedule(dynamic, 1)
+    for (size_t w = 0; w < items.size(); ++w) {
+      const Item& item = items[w];
+      const int64_t b = item.sequence, g = item.kv_head, h0 = g * group, n_rows = item.tokens * group;
+      // The tile's query rows, token by token, the group's heads of each token together.
+      for (int64_t t = 0; t < item.tokens; ++t)
+        std::copy_n(q.data() + ((item.first_token + t) * s.num_heads + h0) * d, group * d, q_tile.data() + t * group * d);
+      total.reset(n_rows, d_pad);
+
+      // 1. Keys every row of the tile sees, streamed once for all of them, piece by piece.
+      const int64_t first = s.token_position[size_t(item.first_token)];
+      for (int64_t begin = 0; begin < first; begin += kPieceKeys) {
+        const int64_t end = std::min(first, begin + kPieceKeys);
+        attend_keys(q_tile.data(), n_rows, rows, b, g, begin, end, shared_scratch, piece.acc.data(), piece.max.data(),
+                    piece.sum.data());
+        merge(total, 0, piece, n_rows, d_pad);
+      }
+      // 2. The causal triangle: token t also sees keys first … first + t.
+      for (int64_t t = 0; t < item.tokens; ++t) {
+        attend_keys(q_tile.data() + t * group * d, group, rows, b, g, first, first + t + 1, token_scratch,
+                    piece.acc.data(), piece.max.data(), piece.sum.data());
+        merge(total, t * group, piece, group, d_pad);
+      }
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t token = item.first_token + r / group, h = h0 + r % group;
+        float* o = out.data() + (token * s.num_heads + h) * d;
+        const float* acc = total.acc.data() + r * d_pad;
+        const float inv_sum = 1.0f / total.sum[size_t(r)];
+        for (int64_t c = 0; c < d; ++c) o[c] = acc[c] * inv_sum;
+      }
+    }
+  }
+}
+
+template <class T>
+void prefill_with_cache(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
+                        Tensor<float>& out) {
+  const ChunkShape s = chunk_shape(q, chunk_lengths, cache);
+  check_shape(out, q.shape(), "out");
+  std::vector<Item> items;
+  int64_t first_token = 0;
+  for (int64_t b = 0; b < cache.shape().batch; ++b) {
+    const int64_t n = chunk_lengths[size_t(b)];
+    for (int64_t t0 = 0; t0 < n; t0 += kTileTokens)
+      for (int64_t g = 0; g < s.num_kv_heads; ++g)
+        items.push_back({b, g, first_token + t0, std::min(kTileTokens, n - t0)});
+    first_token += n;
+  }
+  cache.with_rows<T>(0, [&](const auto& rows) { prefill_tiles(q, s, rows, items, out); });
+}
+
+}  // namespace
+
+void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
+                            Tensor<float>& out) {
+  if (cache.dtype() == KvDtype::fp16) {
+    prefill_with_cache<uint16_t>(q, chunk_lengths, cache, out);
+  } else {
+    prefill_with_cache<float>(q, chunk_lengths, cache, out);  // rows<float>() refuses any other format
+  }
+}
+
+}  // namespace inferlab

@@ -1,0 +1,84 @@
+// cuda/prefill_with_cache — chapter 06: a chunk of new tokens attends to the cached prefix and
+// causally to itself (the contract: prefill_with_cache.h), on the device, either cache layout.
+//
+// The kernel is chapter 03's decode kernel (decode_rows_kernel, cuda_decode.cuh) unchanged: its
+// grid's y index names "the query being decoded", its Rows policy says how many keys that query
+// sees and where key j of it lives. ChunkRows below makes the y index a query *token* of the
+// flattened batch: it sees keys 0 … its position of its own sequence, through the cache's
+// layout. So the launch is grid (num_heads, num_tokens), block 128; each block computes one
+// (token, head) row exactly as a decode step would, and the causal mask is nothing but the
+// per-token key count.
+//
+// Cost: the FLOPs of prefill_with_cache_cost(); but every query re-reads its keys from memory
+// (L2 may catch the reuse between neighbouring tokens) — a chunk of n tokens reads the prefix n
+// times, arithmetic intensity ≈ 1 as in decode. A kernel that keeps a tile of the chunk's
+// queries in shared memory (FlashAttention's loop over a paged K/V, as FlashInfer and vLLM's
+// varlen kernels do) reads it n / tile times; cpu/prefill_with_cache does that on the CPU.
+// The key count per token also bounds the shared memory of its scores: the longest position + 1.
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/decode/cuda_decode.cuh"
+#include "kernels/decode/cuda_decode_host.cuh"
+#include "kernels/paged/cuda_prefill_with_cache.h"
+#include "kernels/paged/prefill_with_cache.h"
+
+namespace inferlab::INFERLAB_BACKEND_NS {
+
+namespace {
+
+// decode_rows_kernel's Rows over query tokens: "sequence" i of the kernel is query token i,
+// which sees token_length[i] = position + 1 keys of sequence token_sequence[i].
+template <class Base>
+struct ChunkRows : Base {
+  const int* token_sequence = nullptr;  // [num_tokens]
+  const int* token_length = nullptr;    // [num_tokens]: position + 1
+  __device__ int length(int i) const { return token_length[i]; }
+  __device__ size_t row(int i, int g, int j) const { return Base::row(token_sequence[i], g, j); }
+};
+
+template <class T>
+void prefill_host(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
+                  Tensor<float>& out) {
+  const ChunkShape s = chunk_shape(q, chunk_lengths, cache);
+  check_shape(out, q.shape(), "out");
+  if (s.num_tokens == 0) return;
+  require(s.num_tokens <= 65535, "q.shape[0] (num_tokens)", s.num_tokens, "must be ≤ 65535 (grid.y)");
+  std::vector<int> sequence(s.token_sequence.begin(), s.token_sequence.end()), length(s.token_position.size());
+  int max_length = 0;
+  for (size_t i = 0; i < length.size(); ++i) {
+    length[i] = s.token_position[i] + 1;
+    max_length = std::max(max_length, length[i]);
+  }
+  const DeviceKvCache device_cache(cache);
+  DeviceBuffer<int> sequence_device(sequence), length_device(length);
+  // The decode kernel's view of the problem: num_tokens "sequences" of one query each.
+  const DecodeShape as_decode{s.num_tokens, s.num_heads, s.num_kv_heads, cache.shape().max_seq_len, s.head_dim};
+  constexpr int kVectorWidth = sizeof(T) == 4 ? 4 : 8;  // 16-byte loads
+  decode_on_host_tensors(q, out, "cuda/prefill_with_cache", [&](const float* q_device, float* out_device) {
+    device_cache.with_rows<T>(0, [&](const auto& cache_rows) {
+      using Layout = std::decay_t<decltype(cache_rows.layout)>;
+      using Rows = ChunkRows<CachedRows<T, Layout>>;
+      Rows rows;
+      rows.cache = cache_rows;
+      rows.token_sequence = sequence_device.data();
+      rows.token_length = length_device.data();
+      launch_decode_rows<Rows, kVectorWidth>(rows, q_device, out_device, as_decode, max_length, nullptr,
+                                             "cuda/prefill_with_cache");
+    });
+  });
+}
+
+}  // namespace
+
+void prefill_with_cache_cuda(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
+                             Tensor<float>& out) {
+  if (cache.dtype() == KvDtype::fp16) {
+    prefill_host<__half>(q, chunk_lengths, cache, out);
+  } else {
+    prefill_host<float>(q, chunk_lengths, cache, out);  // rows<float>() refuses any other format
+  }
+}
+
+}  // namespace inferlab::INFERLAB_BACKEND_NS

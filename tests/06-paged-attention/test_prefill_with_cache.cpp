@@ -1,0 +1,155 @@
+// Chapter 06: prefill with a cache (kernels/paged/prefill_with_cache.h) — a chunk of new tokens
+// attends to the cached prefix and causally to itself. Every registered version on this
+// backend, on a contiguous cache and on paged ones (block sizes 1, 7, 16, 128, scattered
+// blocks), a ragged batch of chunks (an empty prefix, a chunk longer than the CPU's query tile,
+// a prefix longer than its key piece, a sequence with no chunk, a decode-like chunk of 1), GQA,
+// d 80 and 64, against the float64 oracle. The oracle itself is checked against two independent
+// ones: a chunk that is a whole prompt is chapter 02's causal prefill, chunks of one token are
+// chapter 03's decode.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/compare.h"
+#include "kernels/attention/attention.h"
+#include "kernels/decode/decode.h"
+#include "kernels/registry.h"
+#include "tests/support/seeded.h"
+#include "tests/support/test_backend.h"
+
+namespace inferlab {
+namespace {
+
+using testing::kTestBackend;
+
+// A cache holding prefix[b] + chunk[b] tokens per sequence (random K and V), and the chunk's
+// queries flattened in sequence order.
+struct ChunkProblem {
+  KvCache cache;
+  std::vector<int64_t> chunk_lengths;
+  Tensor<float> q;
+  Tensor<float> k, v;  // [batch, kv_heads, max_len, d]: every token's K and V
+};
+
+ChunkProblem make_problem(testing::SeededRng& rng, const std::vector<int64_t>& prefix, const std::vector<int64_t>& chunk,
+                          int64_t heads, int64_t kv_heads, int64_t d, KvDtype dtype, int64_t block_size) {
+  const int64_t B = int64_t(prefix.size());
+  std::vector<int64_t> lengths(prefix.size());
+  int64_t max_len = 1, tokens = 0;
+  for (size_t b = 0; b < prefix.size(); ++b) {
+    lengths[b] = prefix[b] + chunk[b];
+    max_len = std::max(max_len, lengths[b] + 2);
+    tokens += chunk[b];
+  }
+  Tensor<float> k = rng.normal_tensor({B, kv_heads, max_len, d}), v = rng.normal_tensor({B, kv_heads, max_len, d});
+  KvCache cache = make_kv_cache(k, v, lengths, dtype);
+  if (block_size > 0) cache = to_paged(cache, block_size, rng.seed());
+  return {std::move(cache), chunk, rng.normal_tensor({tokens, heads, d}), std::move(k), std::move(v)};
+}
+
+class PrefillWithCache : public ::testing::TestWithParam<const PrefillWithCacheVersion*> {};
+
+TEST_P(PrefillWithCache, EqualsTheOracleOnEveryLayout) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  const PrefillWithCacheVersion& version = *GetParam();
+  const bool sim = kTestBackend == Backend::sim;
+  // {prefix, chunk} per sequence: no prefix; chunk > 16 (the CPU tile); no chunk; decode-like;
+  // on the CPU a prefix longer than its 512-key piece.
+  const std::vector<int64_t> prefix = sim ? std::vector<int64_t>{0, 23, 9, 31} : std::vector<int64_t>{0, 37, 10, 600};
+  const std::vector<int64_t> chunk = sim ? std::vector<int64_t>{5, 18, 0, 1} : std::vector<int64_t>{5, 20, 0, 3};
+  for (const int64_t block_size : {0, 1, 7, 16, 128})
+    for (const int64_t d : {80, 64}) {
+      testing::SeededRng rng;
+      const ChunkProblem p = make_problem(rng, prefix, chunk, 8, 2, d, version.input, block_size);
+      Tensor<float> out(p.q.shape());
+      out.poison();
+      version.run(p.q, p.chunk_lengths, p.cache, out);
+      const Comparison c = compare_to_oracle(out, prefill_with_cache_reference(p.q, p.chunk_lengths, p.cache),
+                                             tolerance_for(version.precision));
+      EXPECT_TRUE(c.ok) << "block size " << block_size << " (0 = contiguous), d = " << d << ":\n" << c.report();
+    }
+}
+
+TEST_P(PrefillWithCache, RejectsChunksTheCacheDoesNotHold) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  const PrefillWithCacheVersion& version = *GetParam();
+  testing::SeededRng rng;
+  const ChunkProblem p = make_problem(rng, {3, 2}, {2, 1}, 4, 2, 16, version.input, 0);
+  Tensor<float> out(p.q.shape());
+  try {
+    version.run(p.q, {2, 4}, p.cache, out);  // sequence 1 holds 3 tokens: a chunk of 4 cannot be cached
+    ADD_FAILURE() << "a chunk longer than the sequence was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("chunk_lengths[1]"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(version.run(p.q, {2, 0}, p.cache, out), std::invalid_argument);  // 3 query rows for 2 tokens
+}
+
+std::vector<const PrefillWithCacheVersion*> versions_here() {
+  std::vector<const PrefillWithCacheVersion*> here;
+  for (const PrefillWithCacheVersion& v : prefill_with_cache_versions())
+    if (v.backend == kTestBackend) here.push_back(&v);
+  return here;
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PrefillWithCache);  // a cuda build without nvcc
+
+INSTANTIATE_TEST_SUITE_P(EveryVersion, PrefillWithCache, ::testing::ValuesIn(versions_here()),
+                         [](const ::testing::TestParamInfo<const PrefillWithCacheVersion*>& info) {
+                           std::string name = info.param->name + "_" + std::string(to_string(info.param->input));
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+#if !defined(INFERLAB_TEST_BACKEND_SIM) && !defined(INFERLAB_TEST_BACKEND_CUDA)
+// The oracle against chapter 02's: a chunk that is the whole prompt is a causal prefill.
+TEST(PrefillWithCacheOracle, AWholePromptChunkIsTheCausalPrefill) {
+  testing::SeededRng rng;
+  const int64_t L = 29, H = 4, G = 2, d = 24;
+  const ChunkProblem p = make_problem(rng, {0}, {L}, H, G, d, KvDtype::fp32, 7);
+  const Tensor<double> got = prefill_with_cache_reference(p.q, p.chunk_lengths, p.cache);
+  // attention_reference's layout: q [H, L, d], k and v [G, L, d].
+  Tensor<float> q({H, L, d}), k({G, L, d}), v({G, L, d});
+  for (int64_t t = 0; t < L; ++t)
+    for (int64_t c = 0; c < d; ++c) {
+      for (int64_t h = 0; h < H; ++h) q[(h * L + t) * d + c] = p.q[(t * H + h) * d + c];
+      for (int64_t g = 0; g < G; ++g) {
+        k[(g * L + t) * d + c] = p.k[(g * (L + 2) + t) * d + c];
+        v[(g * L + t) * d + c] = p.v[(g * (L + 2) + t) * d + c];
+      }
+    }
+  const Tensor<double> want = attention_reference(q, k, v, true);
+  double worst = 0.0;
+  for (int64_t t = 0; t < L; ++t)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t c = 0; c < d; ++c)
+        worst = std::max(worst, std::abs(got[(t * H + h) * d + c] - want[(h * L + t) * d + c]));
+  EXPECT_LT(worst, 1e-12);
+}
+
+// And against chapter 03's: chunks of one token are a decode step.
+TEST(PrefillWithCacheOracle, ChunksOfOneTokenAreADecodeStep) {
+  testing::SeededRng rng;
+  const ChunkProblem p = make_problem(rng, {4, 0, 17}, {1, 1, 1}, 6, 3, 16, KvDtype::fp16, 4);
+  const Tensor<double> got = prefill_with_cache_reference(p.q, p.chunk_lengths, p.cache);
+  const Tensor<double> want = decode_reference(p.q, p.cache);
+  double worst = 0.0;
+  for (int64_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  EXPECT_LT(worst, 1e-12);
+}
+
+TEST(PrefillWithCacheCost, CountsTheVisibleKeys) {
+  const KvCache cache = make_kv_cache(Tensor<float>({2, 1, 10, 8}, 1.0f), Tensor<float>({2, 1, 10, 8}, 1.0f), {7, 4},
+                                      KvDtype::fp32);
+  // Sequence 0: prefix 4, chunk 3 → 3·4 + 3·4/2 = 18 visible keys; sequence 1: no chunk.
+  const Cost cost = prefill_with_cache_cost({3, 0}, cache, 2);
+  EXPECT_DOUBLE_EQ(cost.flops, 4.0 * 8 * 2 * 18);
+  EXPECT_DOUBLE_EQ(cost.bytes, 2.0 * 1 * 7 * 8 * 4 + 2.0 * 3 * 2 * 8 * 4);
+}
+#endif
+
+}  // namespace
+}  // namespace inferlab
