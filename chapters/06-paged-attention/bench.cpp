@@ -1,0 +1,131 @@
+// Chapter 06 benchmark: what the block table costs a decode step, and what paging saves.
+//
+// 1. Time (Google Benchmark): one decode step of cpu/decode_simd (fp16 cache) and
+//    cpu/decode_int8_simd (INT8, per-token fp32 scales) on the same random cache held
+//    contiguously (block 0) and paged at block sizes 1, 8, 16, 32, 128, its blocks handed out
+//    in scattered order (to_paged(): no block follows its logical predecessor, so every block
+//    boundary is a jump in memory). Two points: in cache (batch 1, L = 512: the fp16 cache is
+//    2 MiB, the INT8 one 1 MiB) and 8× the last-level cache the OS reports (L = 32768, the batch
+//    that reaches 8× LLC, as chapter 03's decode_8xllc point). 8 query heads, 8 KV heads,
+//    head_dim 128. Each benchmark name carries the point and the block size, so one run times
+//    every layout side by side; run with --benchmark_repetitions=5 and read the medians.
+// 2. Memory (printed before the timings): the share of reserved KV bytes holding tokens and the
+//    sequences that fit in 16 GiB, contiguous max-length vs paged, for LLaMA-7B (fp16 KV) and
+//    the ShareGPT lengths of runtime/analysis/kv_capacity.h — the table of
+//    `./inferlab analyze --kv-waste`.
+//
+//   ./inferlab bench ch06 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   ./inferlab bench ch06 --benchmark_filter=8xllc           the DRAM point only
+//   ./inferlab bench ch06 --benchmark_repetitions=5 --benchmark_out=docs/plots/ch06-bench.json \
+//       --benchmark_out_format=json                           (what the lesson's table comes from)
+//
+// Counters (chapters/bench_counters.h, set_decode_counters): FLOPs, bytes (decode_step_cost:
+// the same for both layouts — paging moves no extra cache bytes, only block-table entries),
+// AI, GB/s, read_pct (% of the measured read bandwidth), best_*; block_size (0 = contiguous).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <string>
+
+#include "chapters/03-kv-cache-decode/random_cache.h"
+#include "chapters/04-int8-kv-cache/random_int8_cache.h"
+#include "chapters/bench_calls.h"
+#include "kernels/primitives/cpu_simd.h"
+#include "kernels/registry.h"
+#include "runtime/analysis/inference_cost.h"
+#include "runtime/analysis/kv_capacity.h"
+#include "runtime/analysis/model_shape.h"
+
+namespace {
+
+using namespace inferlab;
+
+constexpr int64_t kHeads = 8, kKvHeads = 8, kHeadDim = 128;
+constexpr int64_t kInCacheLength = 512, kLongContext = 32768;
+constexpr double kMaxCacheBytes = 4.0 * 1073741824.0;  // the 8× LLC point's cap (K + V)
+
+struct Point {
+  std::string name;  // "incache" or "8xllc"
+  int64_t seq_len, batch;
+};
+
+// The batch whose cache at kLongContext is ≥ 8× LLC (capped), for @p dtype.
+int64_t batch_for_8x_llc(KvDtype dtype) {
+  const double per_sequence = bench::kv_cache_bytes({1, kKvHeads, kLongContext, kHeadDim}, dtype);
+  const double wanted = 8.0 * double(last_level_cache_bytes());
+  return std::max<int64_t>(1, int64_t(std::ceil(std::min(wanted, kMaxCacheBytes) / per_sequence)));
+}
+
+// A full random cache of @p dtype: fp16 (chapter 03's) or INT8 with per-token fp32 scales.
+KvCache random_cache(const KvCacheShape& shape, KvDtype dtype, Rng& rng) {
+  if (dtype == KvDtype::int8) return random_full_int8_cache(shape, KeyScaling::per_token, ScaleDtype::fp32, rng);
+  return random_full_cache(shape, dtype, rng);
+}
+
+void BM_PagedDecode(benchmark::State& state, const DecodeVersion* version, Point point) {
+  const int64_t block_size = state.range(0);
+  Rng rng(Rng::fresh_seed());
+  const KvCacheShape shape{point.batch, kKvHeads, point.seq_len, kHeadDim};
+  KvCache cache = random_cache(shape, version->input, rng);
+  if (block_size > 0) cache = to_paged(cache, block_size, rng.seed());
+  const Tensor<float> q = rng.normal_tensor({point.batch, kHeads, kHeadDim});
+  Tensor<float> out(q.shape());
+  const bench::CallTiming timing = bench::time_calls(state, [&] { version->run(q, cache, out); });
+  bench::set_decode_counters(state, decode_step_cost(cache, kHeads), timing,
+                             bench::kv_cache_bytes(shape, version->input));
+  state.counters["block_size"] = double(block_size);
+  state.SetLabel(version->name + " " + std::string(to_string(version->input)) +
+                 (block_size > 0 ? ", paged, block " + std::to_string(block_size) : ", contiguous"));
+}
+
+void print_memory_table() {
+  const analysis::ModelShape& model = analysis::find_model("llama-7b");
+  analysis::KvWasteSettings settings;
+  settings.label = model.name + ", fp16 KV";
+  settings.model = model.key;
+  settings.kv = "fp16";
+  settings.bytes_per_token = analysis::kv_cache_size(model, analysis::KvFormat::fp16, 1, 1).bytes_per_token;
+  std::cout << "== memory: contiguous max-length reservation vs paged blocks (runtime/analysis/kv_capacity.h)\n";
+  analysis::print_kv_waste_report(std::cout, analysis::kv_waste_report(settings));
+  std::cout << "\n== time: one decode step, contiguous (block_size 0) vs paged over scattered blocks\n";
+}
+
+void register_benchmarks() {
+  bench::add_roofline_context("paged_decode_*: 4*L*d per query head (one new token per sequence)",
+                              "bytes/AI: K and V of every cached token + q + out (decode_step_cost, the same for "
+                              "both layouts); read_pct: GB/s as % of roofline_read_gbs");
+  benchmark::AddCustomContext("cpu_kernels_isa", simd::kIsa);
+  benchmark::AddCustomContext("decode_shape", "8 heads, 8 KV heads, head_dim 128, every sequence full (L tokens); "
+                                              "paged blocks in scattered order (to_paged)");
+  print_memory_table();
+  for (const DecodeVersion& version : decode_versions()) {
+    if (version.backend != Backend::cpu) continue;
+    const bool simd = version.name == "cpu/decode_simd" && version.input == KvDtype::fp16;
+    const bool int8 = version.name == "cpu/decode_int8_simd";
+    if (!simd && !int8) continue;
+    for (const Point& point : {Point{"incache", kInCacheLength, 1},
+                               Point{"8xllc", kLongContext, batch_for_8x_llc(version.input)}}) {
+      const std::string name = "paged_decode_" + point.name + "_" + std::string(to_string(version.input)) + "/" +
+                               version.name + "/L:" + std::to_string(point.seq_len) +
+                               "/batch:" + std::to_string(point.batch);
+      benchmark::RegisterBenchmark(name.c_str(), BM_PagedDecode, &version, point)
+          ->ArgName("block")
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Args({0})
+          ->Args({1})
+          ->Args({8})
+          ->Args({16})
+          ->Args({32})
+          ->Args({128});
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_benchmarks(argc, argv, register_benchmarks);
+}
