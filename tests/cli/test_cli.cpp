@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,8 +13,6 @@
 #include "common/half.h"
 #include "common/npy.h"
 #include "kernels/attention/attention.h"
-#include "kernels/decode/decode.h"
-#include "kernels/decode/decode.h"
 #include "kernels/decode/decode.h"
 #include "tests/support/run_inferlab.h"
 #include "tests/support/seeded.h"
@@ -121,6 +120,22 @@ TEST_F(Cli, DecodeOnNpyFilesMatchesTheOracleOnEveryBackendItNames) {
       std::filesystem::remove(path("o.npy"));
     }
   }
+  // --block-size N (chapter 06): the same cache paged over scattered blocks gives the same output
+  // (the same bits: cpu/decode's loops do not depend on where a row lives), and says so.
+  const std::string base = "decode --q " + path("q.npy") + " --k-cache " + path("k.npy") + " --v-cache " +
+                           path("v.npy") + " --lengths " + path("lengths64.npy") + " --version cpu/decode --out ";
+  ASSERT_EQ(run(base + path("contiguous.npy")).exit_code, 0);
+  for (const char* block : {"1", "7", "16"}) {
+    const Result r = run(base + path("paged.npy") + " --block-size " + block);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("paged: "), std::string::npos) << r.output;
+    const Tensor<float> paged = read_npy_float(path("paged.npy")), contiguous = read_npy_float(path("contiguous.npy"));
+    EXPECT_EQ(std::memcmp(paged.data(), contiguous.data(), size_t(paged.size()) * sizeof(float)), 0)
+        << "block size " << block << ": the paged output differs from the contiguous one";
+  }
+  const Result bad = run(base + path("paged.npy") + " --block-size 0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--block-size"), std::string::npos) << bad.output;
   // float16 files: an fp16 cache, checked with the fp16 tolerance.
   auto write_f16 = [&](const std::string& name, const Tensor<float>& x) {
     std::vector<uint16_t> bits(size_t(x.size()));

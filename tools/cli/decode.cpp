@@ -1,8 +1,11 @@
 // `inferlab decode`: one decode step of a registered version on .npy data (chapter 03), so that
 // external data (a real model's cache) can be checked against the lab's kernels. With --cache
 // int8 | int8-channel | fp8 (chapter 04) the cache is quantized on load and an INT8 / FP8
-// version runs.
+// version runs. With --block-size N (chapter 06) the cache is paged: blocks of N tokens handed
+// out in scattered order (to_paged), read through the block table by the same version — the
+// output is the contiguous cache's.
 #include <iostream>
+#include <string>
 #include <stdexcept>
 #include <string_view>
 
@@ -15,6 +18,29 @@ namespace inferlab::cli {
 
 namespace {
 
+// The cache as the user asked for it: contiguous, or (--block-size N) paged over scattered blocks.
+KvCache laid_out(const Args& args, KvCache cache) {
+  if (!args.has("block-size")) return cache;
+  const std::string text = args.required("block-size");
+  int64_t block_size = 0;
+  try {
+    size_t used = 0;
+    block_size = std::stoll(text, &used);
+    if (used != text.size()) block_size = 0;
+  } catch (const std::exception&) {
+    block_size = 0;
+  }
+  require(block_size > 0, "--block-size", text, "must be a positive number of tokens per block");
+  return to_paged(cache, block_size, /*seed=*/0);
+}
+
+// "fp16 cache" or "fp16 cache, paged: 12 blocks of 16 tokens".
+std::string describe(const KvCache& cache, const std::string& format) {
+  if (!cache.paged()) return format + " cache";
+  return format + " cache, paged: " + std::to_string(cache.paging().num_blocks) + " blocks of " +
+         std::to_string(cache.paging().block_size) + " tokens in scattered order";
+}
+
 // Runs the INT8 or FP8 version for the quantized @p format on the fp32 data, writes the output
 // and reports the quantization.
 int decode_quantized(const Args& args, const KvFormat& format, const Tensor<float>& q, const Tensor<float>& k,
@@ -23,12 +49,12 @@ int decode_quantized(const Args& args, const KvFormat& format, const Tensor<floa
                                 : backend == Backend::cpu    ? "cpu/decode_int8_simd"
                                                              : "cuda/decode_int8";
   const DecodeVersion& version = find_decode_version(args.get_or("version", default_version), backend, format.dtype);
-  const KvCache cache = make_kv_cache(k, v, lengths, format);
+  const KvCache cache = laid_out(args, make_kv_cache(k, v, lengths, format));
   Tensor<float> out(decode_shape(q, cache).query_shape());
   version.run(q, cache, out);
   write_npy(args.required("out"), out);
-  std::cout << version.name << " (" << to_string(backend) << ", " << format.name()
-            << " cache, quantized on load: " << cache.bytes() << " bytes vs " << 2 * k.size() * 4 << " as fp32; "
+  std::cout << version.name << " (" << to_string(backend) << ", " << describe(cache, format.name())
+            << ", quantized on load: " << cache.bytes() << " bytes vs " << 2 * k.size() * 4 << " as fp32; "
             << cache.saturated_count() << " values saturated): " << to_string(out.shape()) << " written to "
             << args.required("out") << "\n";
   return 0;
@@ -38,7 +64,7 @@ int decode_quantized(const Args& args, const KvFormat& format, const Tensor<floa
 
 int decode(const std::vector<std::string>& argv) {
   const Args args(argv, {});
-  args.check_known({"q", "k-cache", "v-cache", "lengths", "out", "version", "backend", "cache"});
+  args.check_known({"q", "k-cache", "v-cache", "lengths", "out", "version", "backend", "cache", "block-size"});
   const Tensor<float> q = read_npy_float(args.required("q"));
   const std::string k_path = args.required("k-cache"), v_path = args.required("v-cache");
   const Tensor<float> k = read_npy_float(k_path);
@@ -59,13 +85,13 @@ int decode(const std::vector<std::string>& argv) {
     return decode_quantized(args, parse_kv_format(kind), q, k, v, lengths, backend);
   }
   const DecodeVersion& version = find_decode_version(args.get_or("version", "cpu/decode"), backend, dtype);
-  const KvCache cache = make_kv_cache(k, v, lengths, dtype);
+  const KvCache cache = laid_out(args, make_kv_cache(k, v, lengths, dtype));
   const DecodeShape shape = decode_shape(q, cache);
   Tensor<float> out(shape.query_shape());
   version.run(q, cache, out);
   write_npy(args.required("out"), out);
-  std::cout << version.name << " (" << to_string(backend) << ", " << to_string(dtype)
-            << " cache): " << to_string(out.shape()) << " written to " << args.required("out") << "\n";
+  std::cout << version.name << " (" << to_string(backend) << ", " << describe(cache, std::string(to_string(dtype)))
+            << "): " << to_string(out.shape()) << " written to " << args.required("out") << "\n";
   return 0;
 }
 

@@ -17,12 +17,13 @@ const char* kUsage = R"(usage: inferlab <command> [options]
   attention --q Q.npy --k K.npy --v V.npy --out O.npy [--causal] [--version NAME] [--backend cpu|sim|cuda]
                             prefill attention on .npy data (Q [heads, L, d]; K, V [kv_heads, L, d])
   decode --q Q.npy --k-cache K.npy --v-cache V.npy --lengths LENGTHS.npy --out O.npy [--version NAME]
-         [--backend cpu|sim|cuda] [--cache int8|int8-channel|fp8]
+         [--backend cpu|sim|cuda] [--cache int8|int8-channel|fp8] [--block-size N]
                             one decode step on .npy data (Q [batch, heads, d]; caches [batch, kv_heads,
                             max_seq_len, d], float16 files give an fp16 cache; lengths int [batch]);
                             --cache quantizes the cache on load (INT8 with per-token or per-channel K
                             scales, or FP8 E4M3) and runs an INT8 / FP8 version, printing the bytes and
-                            the values saturated
+                            the values saturated; --block-size N pages the cache (blocks of N tokens in
+                            scattered order, read through the block table): the same output
   versions                  list the registered implementations
   analyze [--model llama-7b] [--device a100-40] [--batch 1] [--context 2048] [--prompt N]
           [--weights fp16|bf16|fp8|int8|int4] [--kv fp16|bf16|fp8|int8] [--json]
