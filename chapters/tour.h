@@ -54,6 +54,13 @@ void tour_chapter04(std::ostream& out, const Roofline& roofline, const TourOptio
 /// with GB/s and % of the measured read bandwidth. About a second.
 void tour_chapter05(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 06: the KV memory a contiguous max-length reservation wastes against paged blocks
+/// (LLaMA-7B sizes, ShareGPT-like lengths, 16 GiB), one decode step over the same tokens held
+/// contiguously and paged over scattered blocks (cpu/decode_simd timed side by side, cuda/decode
+/// on the emulator, both against the float64 oracle), then the block manager sharing a system
+/// prompt through the prefix cache and a fork through copy-on-write.
+void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
 /// Seconds of the fastest of a few calls of @p version on @p q, @p k, @p v (after one untimed
 /// call; about 0.3 s of calls, 2 to 20 of them; one with @p quick). The output is scratch.
 double time_prefill(const AttentionVersion& version, const Tensor<float>& q, const Tensor<float>& k,

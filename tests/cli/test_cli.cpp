@@ -83,6 +83,8 @@ TEST_F(Cli, QuickTourRunsAndEndsWithTheTable) {
   const Result r = run("tour --quick", "INFERLAB_ROOFLINE=" + path("roofline.json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Chapter 01"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Chapter 06"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("WRONG"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("% roof"), std::string::npos) << r.output;
 }
 
