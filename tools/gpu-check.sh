@@ -8,7 +8,7 @@
 #   BENCHES=bench_ch05 tools/gpu-check.sh        # one chapter's benchmark only
 #   BENCHES=all BENCH_FILTER='L:2048' BENCH_MIN_TIME=0.2 tools/gpu-check.sh
 #
-# Benchmarks: by default the GPU families of bench_ch02 … bench_ch05, each filtered short (the
+# Benchmarks: by default the GPU families of bench_ch02 … bench_ch06, each filtered short (the
 # whole script, build included, is meant to fit in about 8 minutes on an H100/H200-class GPU;
 # each benchmark is stopped after BENCH_TIMEOUT seconds):
 #   bench_ch02  every cuda/... prefill version over its sweep, plus cpu/blocked and cpu/openblas
@@ -17,12 +17,15 @@
 #   bench_ch04  cuda/decode_int8 (per-token and per-channel K scales) beside cuda/decode over
 #               fp16 and fp32 caches, L = 4096 and 16384, batch 8 and 32 (every gpu_decode_ run);
 #   bench_ch05  cuda/flash and cuda/flash_tc beside cuda/cublas and cuda/cublas_fp16, non-causal,
-#               d = 128, L = 1024 … 16384 (every prefill_gpu/ run).
+#               d = 128, L = 1024 … 16384 (every prefill_gpu/ run);
+#   bench_ch06  cuda/decode over a contiguous fp16 cache and paged ones (blocks 1, 8, 16, 32, 128 in
+#               scattered order), L = 8192 batch 16 and L = 32768 batch 4 (every paged_decode_gpu_ run).
 # Their JSON goes to $build/bench/<bench>.json, and tools/gpu_bench_report.py turns each into the
 # report's sections: the GPU's measured ceilings, the side-by-side tables and the issues' GPU
 # targets (ch02: cuda/cublas ≥ 50% of SGEMM, cuda/tiled ≥ 5× cuda/naive; ch03: cuda/decode ≥ 80%
 # of the copy bandwidth; ch04: INT8 ≥ 1.7× fp16 at batch ≥ 8, L ≥ 4096; ch05: cuda/flash_tc
-# ≥ 300 TFLOP/s at L ≥ 4096 and faster than cuda/cublas at every L ≥ 1024). BENCHES=all runs
+# ≥ 300 TFLOP/s at L ≥ 4096 and faster than cuda/cublas at every L ≥ 1024; ch06: paged cuda/decode
+# ≤ 1.10× contiguous from block 16 up). BENCHES=all runs
 # every bench_* executable (their CPU families too: many minutes more); BENCH_FILTER replaces the
 # filter for all of them.
 #
@@ -32,7 +35,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
 build=${BUILD_DIR:-build/gpu}
-benches=${BENCHES:-bench_ch02 bench_ch03 bench_ch04 bench_ch05}
+benches=${BENCHES:-bench_ch02 bench_ch03 bench_ch04 bench_ch05 bench_ch06}
 bench_filter=${BENCH_FILTER:-}
 # The default filter of each benchmark (see above); one not listed runs whole ('.').
 declare -A default_filter=(
@@ -40,6 +43,7 @@ declare -A default_filter=(
   [bench_ch03]='^decode_fp(32|16)/cuda/decode/L:(8192|32768)/'
   [bench_ch04]='^gpu_decode_'
   [bench_ch05]='^prefill_gpu/'
+  [bench_ch06]='^paged_decode_gpu_'
 )
 bench_min_time=${BENCH_MIN_TIME:-0.1}
 bench_timeout=${BENCH_TIMEOUT:-240}

@@ -16,8 +16,11 @@ side by side, and the issues' GPU targets (note only: they are never asserted in
   bench_ch05 (prefill_gpu/…, non-causal, dense FLOPs):
   - cuda/flash_tc >= 300 TFLOP/s (fp16, head_dim 128, seq_len >= 4096);
   - cuda/flash_tc faster than cuda/cublas (unfused) at every seq_len >= 1024.
+  bench_ch06 (paged_decode_gpu_fp16/cuda/decode/block:B/L:…/batch:…, block 0 = contiguous):
+  - paged cuda/decode at most 10% slower than contiguous from block 16 up (vLLM's paged kernel
+    was 20–26% slower than FasterTransformer's, the vLLM paper §7.1).
 
-    python3 tools/gpu_bench_report.py build/gpu/bench/bench_ch0[2-5].json
+    python3 tools/gpu_bench_report.py build/gpu/bench/bench_ch0[2-6].json
 
 Which benchmark a file holds is read from its context (the executable's name), else from the
 file's name. Standard library only. Exit status 0 whether or not the targets are met (the report
@@ -311,8 +314,52 @@ def report_ch05(data):
     return out + table(runs, "prefill_gpu", "peak_pct") + [""]
 
 
+PAGED_MAX_SLOWDOWN = 1.10  # bench_ch06: paged / contiguous time from block PAGED_MIN_BLOCK up
+PAGED_MIN_BLOCK = 16
+
+
+def report_ch06(data):
+    context = data.get("context", {})
+    out = ["### Chapter 06 paged decode benchmark (bench_ch06, cuda/decode contiguous vs paged)", ""]
+    out += skipped_line(context)
+    runs = {}
+    for run in plain_runs(data):
+        name = run.get("run_name", run["name"])
+        match = re.match(r"paged_decode_gpu_fp16/cuda/decode/block:(\d+)/L:(\d+)/batch:(\d+)", name)
+        if match:
+            block, seq_len, batch = map(int, match.groups())
+            runs[(seq_len, batch, block)] = run
+    if not runs:
+        return out + ["(no paged_decode_gpu runs in this file)", ""]
+    blocks = sorted({k[2] for k in runs})
+    lines = ["| L | batch | " + " | ".join("contiguous" if b == 0 else f"block {b}" for b in blocks) + " |",
+             "| ---: | ---: |" + " ---: |" * len(blocks)]
+    worst = None
+    for seq_len, batch in sorted({(k[0], k[1]) for k in runs}):
+        base = runs.get((seq_len, batch, 0))
+        cells = []
+        for block in blocks:
+            run = runs.get((seq_len, batch, block))
+            if run is None:
+                cells.append("")
+                continue
+            ratio = seconds(run) / seconds(base) if base else None
+            cells.append(f"{1e3 * seconds(run):.3f} ms" + ("" if ratio is None or block == 0 else f" (×{ratio:.2f})"))
+            if ratio is not None and block >= PAGED_MIN_BLOCK and (worst is None or ratio > worst[0]):
+                worst = (ratio, seq_len, batch, block)
+        lines.append(f"| {seq_len} | {batch} | " + " | ".join(cells) + " |")
+    out += ["#### GPU target", ""]
+    if worst:
+        out.append(f"- paged ≤ {PAGED_MAX_SLOWDOWN:.2f}× contiguous from block {PAGED_MIN_BLOCK} up: "
+                   f"{verdict(worst[0] <= PAGED_MAX_SLOWDOWN)} (worst ×{worst[0]:.2f} at L={worst[1]}, batch "
+                   f"{worst[2]}, block {worst[3]})")
+    else:
+        out.append("- paged vs contiguous: no contiguous run to compare with")
+    return out + ["", "#### One decode step (fp16 cache; × = paged / contiguous)", ""] + lines + [""]
+
+
 REPORTS = {"bench_ch02": report_ch02, "bench_ch03": report_ch03, "bench_ch04": report_ch04,
-           "bench_ch05": report_ch05}
+           "bench_ch05": report_ch05, "bench_ch06": report_ch06}
 
 
 def which_bench(path, data):

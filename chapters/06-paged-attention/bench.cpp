@@ -9,6 +9,10 @@
 //    that reaches 8× LLC, as chapter 03's decode_8xllc point). 8 query heads, 8 KV heads,
 //    head_dim 128. Each benchmark name carries the point and the block size, so one run times
 //    every layout side by side; run with --benchmark_repetitions=5 and read the medians.
+//    On a GPU (nvcc build), family paged_decode_gpu_fp16/cuda/decode: the same comparison for
+//    cuda/decode at the device level (kernels/timing: cache resident, CUDA events), L = 8192 at
+//    batch 16 and L = 32768 at batch 4 (512 MiB of fp16 cache each), block 0 = contiguous.
+//    Without a GPU one line on stderr says why they were skipped.
 // 2. Memory (printed before the timings): the share of reserved KV bytes holding tokens and the
 //    sequences that fit in 16 GiB, contiguous max-length vs paged, for LLaMA-7B (fp16 KV) and
 //    the ShareGPT lengths of runtime/analysis/kv_capacity.h — the table of
@@ -26,12 +30,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "chapters/03-kv-cache-decode/random_cache.h"
 #include "chapters/04-int8-kv-cache/random_int8_cache.h"
 #include "chapters/bench_calls.h"
+#include "common/config.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/registry.h"
 #include "runtime/analysis/inference_cost.h"
@@ -80,6 +88,48 @@ void BM_PagedDecode(benchmark::State& state, const DecodeVersion* version, Point
                  (block_size > 0 ? ", paged, block " + std::to_string(block_size) : ", contiguous"));
 }
 
+#if INFERLAB_WITH_CUDA
+
+void BM_PagedDecodeDevice(benchmark::State& state, const Roofline* gpu) {
+  const int64_t block_size = state.range(0), L = state.range(1), batch = state.range(2);
+  const DecodeShape shape{batch, kHeads, kKvHeads, L, kHeadDim};
+  const std::optional<double> timed = bench::time_device_calls(state, [&](int warmup, int calls) {
+    return block_size > 0 ? cuda::paged_decode_seconds_per_call(KvDtype::fp16, shape, L, block_size, warmup, calls)
+                          : cuda::decode_seconds_per_call(KvDtype::fp16, shape, L, warmup, calls);
+  });
+  if (!timed) return;
+  Cost cost = decode_attention_cost({kHeads, kKvHeads, L, kHeadDim}, 2.0);
+  cost.flops *= double(batch);
+  cost.bytes *= double(batch);
+  bench::set_decode_counters(state, cost, {*timed, *timed}, bench::kv_cache_bytes({batch, kKvHeads, L, kHeadDim},
+                                                                                 KvDtype::fp16), *gpu);
+  state.counters["copy_pct"] = state.counters["read_pct"];
+  state.counters["block_size"] = double(block_size);
+  state.SetLabel(block_size > 0 ? "cuda/decode fp16, paged, block " + std::to_string(block_size)
+                                : "cuda/decode fp16, contiguous");
+}
+
+// Measures the GPU's ceilings and registers the device-level paged decode. "" or why not.
+std::string register_gpu_benchmarks() {
+  static Roofline gpu;
+  try {
+    const DeviceCeilings ceilings = bench::measure_gpu_ceilings();
+    gpu = bench::gpu_roofline(ceilings.sgemm_gflops, ceilings.copy_gbs);
+  } catch (const std::exception& error) {
+    return std::string("measuring the GPU's ceilings failed: ") + error.what();
+  }
+  benchmark::AddCustomContext("gpu_roofline",
+                              "paged_decode_gpu rows: read_pct = copy_pct = GB/s as % of a device-to-device "
+                              "cudaMemcpy (read + write); timed with CUDA events at the device level");
+  auto* bench = benchmark::RegisterBenchmark("paged_decode_gpu_fp16/cuda/decode", BM_PagedDecodeDevice, &gpu);
+  bench->ArgNames({"block", "L", "batch"})->UseManualTime()->Unit(benchmark::kMillisecond);
+  for (const auto& [L, batch] : {std::pair<int64_t, int64_t>{8192, 16}, {32768, 4}})
+    for (const int64_t block : {0, 1, 8, 16, 32, 128}) bench->Args({block, L, batch});
+  return "";
+}
+
+#endif  // INFERLAB_WITH_CUDA
+
 void print_memory_table() {
   const analysis::ModelShape& model = analysis::find_model("llama-7b");
   analysis::KvWasteSettings settings;
@@ -122,6 +172,12 @@ void register_benchmarks() {
           ->Args({128});
     }
   }
+  std::string skipped = backend_unavailable_reason(Backend::cuda);
+#if INFERLAB_WITH_CUDA
+  if (skipped.empty()) skipped = register_gpu_benchmarks();
+#endif
+  if (!skipped.empty()) std::cerr << "bench_ch06: cuda/decode skipped: " << skipped << "\n";
+  benchmark::AddCustomContext("cuda_versions", skipped.empty() ? "benchmarked" : "skipped: " + skipped);
 }
 
 }  // namespace

@@ -169,29 +169,47 @@ double time_fused(void (*device_level)(const DeviceAttentionOf<T>&, cudaStream_t
 // One decode step in device memory (cuda/decode): random q and cache (every slot below
 // max_seq_len filled: no poison needed, the kernel reads only the first seq_len), uniform lengths.
 template <class T>
-double time_decode(const DecodeShape& shape, int64_t seq_len, int warmup, int repetitions) {
+double time_decode(const DecodeShape& shape, int64_t seq_len, int64_t block_size, int warmup, int repetitions) {
   const Stream stream;
   const KvCacheShape cache_shape{shape.batch, shape.num_kv_heads, shape.max_seq_len, shape.head_dim};
+  // Paged (block_size > 0): a pool of exactly the blocks the batch needs, handed out in
+  // scattered order (no block after its logical predecessor), as chapter 06's tests and CPU
+  // benchmark use. Same element count as the contiguous cache when block_size divides max_seq_len.
+  const int64_t blocks_per_seq = block_size > 0 ? (shape.max_seq_len + block_size - 1) / block_size : 0;
+  const size_t elements = block_size > 0 ? size_t(shape.batch * blocks_per_seq * block_size * shape.num_kv_heads *
+                                                  shape.head_dim)
+                                         : size_t(cache_shape.elements());
   DeviceBuffer<float> q(size_t(shape.batch * shape.num_heads * shape.head_dim)), out(q.size());
-  DeviceBuffer<T> k(size_t(cache_shape.elements())), v(k.size());
+  DeviceBuffer<T> k(elements), v(k.size());
   DeviceBuffer<int> lengths(size_t(shape.batch));
   fill_random(q, 11, stream.get());
   fill_random(k, 12, stream.get());
   fill_random(v, 13, stream.get());
   const std::vector<int> host_lengths(size_t(shape.batch), int(seq_len));
   lengths.upload(host_lengths.data());
+  const std::vector<int32_t> table = block_size > 0 ? scattered_block_order(shape.batch * blocks_per_seq, 6)
+                                                    : std::vector<int32_t>{};
+  DeviceBuffer<int> block_table(table.size());
+  if (!table.empty()) block_table.upload(reinterpret_cast<const int*>(table.data()));
   check_cuda(cudaStreamSynchronize(stream.get()), "filling the decode inputs");
-  DeviceDecode<T> problem;
-  problem.q = q.data();
-  problem.cache.k = k.data();
-  problem.cache.v = v.data();
-  problem.cache.lengths = lengths.data();
-  problem.cache.layout = {cache_shape.num_kv_heads, cache_shape.max_seq_len};
-  problem.cache.head_dim = cache_shape.head_dim;
-  problem.out = out.data();
-  problem.shape = shape;
-  problem.max_length = int(seq_len);
-  return time_on_stream([&] { decode_device<T>(problem, stream.get()); }, stream.get(), warmup, repetitions);
+  const auto run = [&](auto layout) {
+    using Layout = decltype(layout);
+    DeviceDecode<T, float, Layout> problem;
+    problem.q = q.data();
+    problem.cache.k = k.data();
+    problem.cache.v = v.data();
+    problem.cache.lengths = lengths.data();
+    problem.cache.layout = layout;
+    problem.cache.head_dim = cache_shape.head_dim;
+    problem.out = out.data();
+    problem.shape = shape;
+    problem.max_length = int(seq_len);
+    return time_on_stream([&] { decode_device<T, Layout>(problem, stream.get()); }, stream.get(), warmup, repetitions);
+  };
+  if (block_size > 0)
+    return run(PagedLayout{reinterpret_cast<const int32_t*>(block_table.data()), blocks_per_seq, block_size,
+                           shape.num_kv_heads});
+  return run(ContiguousLayout{cache_shape.num_kv_heads, cache_shape.max_seq_len});
 }
 
 // One INT8 decode step in device memory (cuda/decode_int8): random int8 rows, fp32 scales.
@@ -282,8 +300,16 @@ void check_decode_timing(const DecodeShape& shape, int64_t seq_len, int warmup, 
 double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
                                int repetitions) {
   check_decode_timing(shape, seq_len, warmup, repetitions);
-  return cache_dtype == KvDtype::fp16 ? time_decode<__half>(shape, seq_len, warmup, repetitions)
-                                      : time_decode<float>(shape, seq_len, warmup, repetitions);
+  return cache_dtype == KvDtype::fp16 ? time_decode<__half>(shape, seq_len, 0, warmup, repetitions)
+                                      : time_decode<float>(shape, seq_len, 0, warmup, repetitions);
+}
+
+double paged_decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len,
+                                     int64_t block_size, int warmup, int repetitions) {
+  check_decode_timing(shape, seq_len, warmup, repetitions);
+  require_positive("block_size", block_size);
+  return cache_dtype == KvDtype::fp16 ? time_decode<__half>(shape, seq_len, block_size, warmup, repetitions)
+                                      : time_decode<float>(shape, seq_len, block_size, warmup, repetitions);
 }
 
 double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,

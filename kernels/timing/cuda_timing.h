@@ -55,6 +55,11 @@ double seconds_per_call(std::string_view version, const AttentionShape& shape, i
 double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
                                int repetitions);
 
+/// As decode_seconds_per_call(), over a paged cache (chapter 06): blocks of @p block_size tokens
+/// handed out in scattered order (scattered_block_order), read through the block table.
+double paged_decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len,
+                                     int64_t block_size, int warmup, int repetitions);
+
 /// Mean seconds per call of chapter 04's cuda/decode_int8 (decode_int8_device,
 /// kernels/decode/cuda_decode.cuh) over a device-resident INT8 cache with @p key_scaling K
 /// scales (fp32 scales), otherwise as decode_seconds_per_call().
@@ -77,6 +82,10 @@ double seconds_per_call(std::string_view version, const AttentionShape& shape, i
 /// As inferlab::sim::decode_seconds_per_call(), on the GPU.
 double decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len, int warmup,
                                int repetitions);
+
+/// As inferlab::sim::paged_decode_seconds_per_call(), on the GPU.
+double paged_decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& shape, int64_t seq_len,
+                                     int64_t block_size, int warmup, int repetitions);
 
 /// As inferlab::sim::decode_int8_seconds_per_call(), on the GPU.
 double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
