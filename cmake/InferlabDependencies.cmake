@@ -35,6 +35,17 @@ else()
   list(APPEND _inferlab_missing libboost-context-dev)
 endif()
 
+# xxHash: the chained block hash of chapter 06's prefix cache (runtime/paged/prefix_hash.cpp).
+find_path(INFERLAB_XXHASH_INCLUDE xxhash.h)
+find_library(INFERLAB_XXHASH_LIBRARY xxhash)
+if(INFERLAB_XXHASH_INCLUDE AND INFERLAB_XXHASH_LIBRARY)
+  add_library(inferlab_xxhash INTERFACE IMPORTED)
+  target_include_directories(inferlab_xxhash INTERFACE ${INFERLAB_XXHASH_INCLUDE})
+  target_link_libraries(inferlab_xxhash INTERFACE ${INFERLAB_XXHASH_LIBRARY})
+else()
+  list(APPEND _inferlab_missing libxxhash-dev)
+endif()
+
 if(INFERLAB_DOCS)
   find_package(Doxygen QUIET COMPONENTS dot)
   if(NOT DOXYGEN_FOUND)
