@@ -308,11 +308,19 @@ void attend_keys(const float* q_rows, int64_t group, const KvRows<T, S, Layout>&
   }
 
   // Calls @p pass(first row, tokens, offset of the first token from begin) for each run of
-  // consecutive rows that keys [begin, end) occupy.
-  const auto for_each_run = [&](const auto& pass) {
+  // consecutive rows that keys [begin, end) occupy. The streaming loops prefetch only inside a
+  // run; a paged layout's next run (block) is elsewhere in memory, so its first rows of
+  // @p rows_of (K or V) are asked for when this run starts — the contiguous layout, one run,
+  // never gets here.
+  const auto for_each_run = [&](const T* rows_of, const auto& pass) {
     for (int64_t j = begin; j < end;) {
       const KvRun run = rows.layout.run(b, g, j);
       const int64_t n = std::min(run.length, end - j);
+      if (j + n < end) {
+        const KvRun next = rows.layout.run(b, g, j + n);
+        const int64_t first = std::min({ahead, next.length, end - j - n});
+        prefetch(rows_of + next.row * d, first * d * int64_t(sizeof(T)));
+      }
       pass(run.row, n, j - begin);
       j += n;
     }
@@ -335,7 +343,7 @@ void attend_keys(const float* q_rows, int64_t group, const KvRows<T, S, Layout>&
     }();
     float* tile = scratch.tile.data();
     // Pass 1, run by run: dot products, then the scores from them (per-token K scales).
-    for_each_run([&](int64_t row, int64_t n, int64_t at) {
+    for_each_run(rows.k, [&](int64_t row, int64_t n, int64_t at) {
       stream_keys<kInPlace, ahead>(rows.k + row * d, row_len, 0, n, scratch.q_group.data(), group_size, dim, tile,
                                    scores + at, stride);
       for (int64_t r = 0; r < group; ++r) scales.scale_scores(row, scores + r * stride + at, n);
@@ -348,7 +356,7 @@ void attend_keys(const float* q_rows, int64_t group, const KvRows<T, S, Layout>&
 
     // Pass 2, run by run: the V rows' weights (V scales), then Σ p·v.
     std::fill(acc, acc + group * d_pad, 0.0f);
-    for_each_run([&](int64_t row, int64_t n, int64_t at) {
+    for_each_run(rows.v, [&](int64_t row, int64_t n, int64_t at) {
       for (int64_t r = 0; r < group; ++r) scales.weight_probabilities(row, scores + r * stride + at, n);
       stream_values<kInPlace, ahead>(rows.v + row * d, row_len, 0, n, scores + at, group_size, dim, tile, stride, acc);
     });
