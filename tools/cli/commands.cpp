@@ -117,7 +117,7 @@ int versions(const std::vector<std::string>& argv) {
   // One line per version: name, backend, the chapter that teaches it, what it computes in or on.
   const auto row = [](const std::string& name, Backend backend, int chapter, std::string_view what,
                       const std::string& summary) {
-    std::cout << "  " << std::left << std::setw(22) << name << std::setw(6) << to_string(backend) << "ch"
+    std::cout << "  " << std::left << std::setw(24) << name << std::setw(6) << to_string(backend) << "ch"
               << std::setfill('0') << std::setw(2) << std::right << chapter << std::setfill(' ') << "  " << what << "  "
               << summary
               << (backend_available(backend) ? "" : "  [unavailable: " + backend_unavailable_reason(backend) + "]")
@@ -137,6 +137,11 @@ int versions(const std::vector<std::string>& argv) {
   }
   std::cout << "KV-cache append versions (one entry per KV-cache dtype):\n";
   for (const KvAppendVersion& v : kv_append_versions()) row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
+  std::cout << "Prefill-with-cache versions of chapter 06 (a chunk attends to its cached prefix; any layout; one entry "
+               "per KV-cache dtype):\n";
+  for (const PrefillWithCacheVersion& v : prefill_with_cache_versions())
+    row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
+  std::cout << "Every decode version above also reads a paged cache (chapter 06) through its layout.\n";
   return 0;
 }
 
