@@ -13,6 +13,11 @@
 //    cuda/decode at the device level (kernels/timing: cache resident, CUDA events), L = 8192 at
 //    batch 16 and L = 32768 at batch 4 (512 MiB of fp16 cache each), block 0 = contiguous.
 //    Without a GPU one line on stderr says why they were skipped.
+//    And the machine's own answer (family random_chunks): 512 MiB on huge pages read by both
+//    cores in pieces of 1–64 KiB taken in random order, against one sequential read — the
+//    bandwidth this memory system gives the access pattern a paged cache makes. In the pool
+//    layout [block][KV head][token][d], one (sequence, KV head) reads pieces of block_size · d ·
+//    element bytes (block 16, d 128: 4 KiB of fp16, 2 KiB of INT8), one per block.
 // 2. Memory (printed before the timings): the share of reserved KV bytes holding tokens and the
 //    sequences that fit in 16 GiB, contiguous max-length vs paged, for LLaMA-7B (fp16 KV) and
 //    the ShareGPT lengths of runtime/analysis/kv_capacity.h — the table of
@@ -30,6 +35,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -40,6 +46,7 @@
 #include "chapters/04-int8-kv-cache/random_int8_cache.h"
 #include "chapters/bench_calls.h"
 #include "common/config.h"
+#include "common/huge_pages.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/registry.h"
 #include "runtime/analysis/inference_cost.h"
@@ -72,12 +79,12 @@ KvCache random_cache(const KvCacheShape& shape, KvDtype dtype, Rng& rng) {
   return random_full_cache(shape, dtype, rng);
 }
 
-void BM_PagedDecode(benchmark::State& state, const DecodeVersion* version, Point point) {
+void BM_PagedDecode(benchmark::State& state, const DecodeVersion* version, Point point, BlockOrder order) {
   const int64_t block_size = state.range(0);
   Rng rng(Rng::fresh_seed());
   const KvCacheShape shape{point.batch, kKvHeads, point.seq_len, kHeadDim};
   KvCache cache = random_cache(shape, version->input, rng);
-  if (block_size > 0) cache = to_paged(cache, block_size, rng.seed());
+  if (block_size > 0) cache = to_paged(cache, block_size, rng.seed(), order);
   const Tensor<float> q = rng.normal_tensor({point.batch, kHeads, kHeadDim});
   Tensor<float> out(q.shape());
   const bench::CallTiming timing = bench::time_calls(state, [&] { version->run(q, cache, out); });
@@ -85,7 +92,9 @@ void BM_PagedDecode(benchmark::State& state, const DecodeVersion* version, Point
                              bench::kv_cache_bytes(shape, version->input));
   state.counters["block_size"] = double(block_size);
   state.SetLabel(version->name + " " + std::string(to_string(version->input)) +
-                 (block_size > 0 ? ", paged, block " + std::to_string(block_size) : ", contiguous"));
+                 (block_size == 0 ? ", contiguous"
+                                  : ", paged, block " + std::to_string(block_size) +
+                                        (order == BlockOrder::in_order ? ", blocks in order" : ", scattered")));
 }
 
 #if INFERLAB_WITH_CUDA
@@ -130,6 +139,46 @@ std::string register_gpu_benchmarks() {
 
 #endif  // INFERLAB_WITH_CUDA
 
+// Reads 512 MiB in pieces of state.range(0) bytes taken in random order (0: 1 MiB pieces in
+// order — each core streams its half), both cores (OpenMP, static split), summing floats.
+void BM_RandomChunks(benchmark::State& state) {
+  constexpr size_t kBytes = size_t(512) << 20;
+  const bool sequential = state.range(0) == 0;
+  const size_t chunk = sequential ? size_t(1) << 20 : size_t(state.range(0));
+  HugePageBuffer<float> pool(kBytes / sizeof(float), 1.0f);
+  const int64_t pieces = int64_t(kBytes / chunk);
+  std::vector<int64_t> order(static_cast<size_t>(pieces));
+  for (int64_t i = 0; i < pieces; ++i) order[size_t(i)] = i;
+  Rng rng(Rng::fresh_seed());
+  if (!sequential) std::shuffle(order.begin(), order.end(), rng.engine());
+  const int64_t floats = int64_t(chunk / sizeof(float));
+  float sink = 0.0f;
+  const bench::CallTiming timing = bench::time_calls(state, [&] {
+    float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+    {
+      simd::Vec acc0 = simd::broadcast(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < pieces; ++i) {
+        const float* f = pool.data() + order[size_t(i)] * floats;
+        for (int64_t j = 0; j + 4 * simd::kLanes <= floats; j += 4 * simd::kLanes) {
+          acc0 = simd::add(acc0, simd::load(f + j));
+          acc1 = simd::add(acc1, simd::load(f + j + simd::kLanes));
+          acc2 = simd::add(acc2, simd::load(f + j + 2 * simd::kLanes));
+          acc3 = simd::add(acc3, simd::load(f + j + 3 * simd::kLanes));
+        }
+      }
+      total += simd::reduce_add(simd::add(simd::add(acc0, acc1), simd::add(acc2, acc3)));
+    }
+    sink += total;
+  });
+  benchmark::DoNotOptimize(sink);
+  state.counters["GB/s"] = double(kBytes) / timing.mean_seconds / 1e9;
+  state.counters["best_GB/s"] = double(kBytes) / timing.best_seconds / 1e9;
+  state.counters["chunk_KiB"] = double(chunk) / 1024.0;
+  state.SetLabel(sequential ? "sequential (each core streams its half)" : "random pieces");
+}
+
 void print_memory_table() {
   const analysis::ModelShape& model = analysis::find_model("llama-7b");
   analysis::KvWasteSettings settings;
@@ -160,7 +209,7 @@ void register_benchmarks() {
       const std::string name = "paged_decode_" + point.name + "_" + std::string(to_string(version.input)) + "/" +
                                version.name + "/L:" + std::to_string(point.seq_len) +
                                "/batch:" + std::to_string(point.batch);
-      benchmark::RegisterBenchmark(name.c_str(), BM_PagedDecode, &version, point)
+      benchmark::RegisterBenchmark(name.c_str(), BM_PagedDecode, &version, point, BlockOrder::scattered)
           ->ArgName("block")
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
@@ -170,8 +219,29 @@ void register_benchmarks() {
           ->Args({16})
           ->Args({32})
           ->Args({128});
+      // The same block tables with the blocks adjacent in memory: what the indirection itself
+      // costs, apart from where the blocks are.
+      benchmark::RegisterBenchmark((name + "/in_order").c_str(), BM_PagedDecode, &version, point, BlockOrder::in_order)
+          ->ArgName("block")
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Args({1})
+          ->Args({16})
+          ->Args({128});
     }
   }
+  benchmark::RegisterBenchmark("random_chunks", BM_RandomChunks)
+      ->ArgName("bytes")
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Args({0})
+      ->Args({1024})
+      ->Args({2048})
+      ->Args({4096})
+      ->Args({8192})
+      ->Args({16384})
+      ->Args({32768})
+      ->Args({65536});
   std::string skipped = backend_unavailable_reason(Backend::cuda);
 #if INFERLAB_WITH_CUDA
   if (skipped.empty()) skipped = register_gpu_benchmarks();

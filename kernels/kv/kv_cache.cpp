@@ -690,15 +690,20 @@ std::vector<int32_t> scattered_block_order(int64_t count, uint64_t seed) {
   throw std::logic_error("scattered_block_order: no scattered order found");
 }
 
-KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed) {
+KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed, BlockOrder order) {
   require_positive("block_size", block_size);
   require(!cache.paged(), "cache", "paged", "is already paged");
   const KvCacheShape& shape = cache.shape();
   const int64_t blocks_per_seq = (shape.max_seq_len + block_size - 1) / block_size;
   KvCache paged(shape, cache.format(), KvPaging{block_size, shape.batch * blocks_per_seq});
-  const std::vector<int32_t> order = scattered_block_order(shape.batch * blocks_per_seq, seed);
+  std::vector<int32_t> ids(static_cast<size_t>(shape.batch * blocks_per_seq));
+  if (order == BlockOrder::scattered) {
+    ids = scattered_block_order(shape.batch * blocks_per_seq, seed);
+  } else {
+    std::iota(ids.begin(), ids.end(), 0);
+  }
   for (int64_t b = 0; b < shape.batch; ++b)
-    paged.set_block_table(b, std::span<const int32_t>(order).subspan(size_t(b * blocks_per_seq), size_t(blocks_per_seq)));
+    paged.set_block_table(b, std::span<const int32_t>(ids).subspan(size_t(b * blocks_per_seq), size_t(blocks_per_seq)));
   // Row by row, bytes as stored: codes and scales travel unchanged.
   const size_t row_bytes = size_t(shape.head_dim) * cache.format().element_bytes();
   const size_t scale_bytes = cache.format().scale_bytes();

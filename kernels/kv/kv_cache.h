@@ -297,11 +297,18 @@ KvCache make_kv_cache(const Tensor<float>& k, const Tensor<float>& v, const std:
 /// table could not pass by luck. Seeded: the same order for the same seed.
 std::vector<int32_t> scattered_block_order(int64_t count, uint64_t seed);
 
+/// How to_paged() hands out the pool's blocks.
+enum class BlockOrder {
+  scattered,  ///< scattered_block_order(): no block after its logical predecessor (a pool after churn)
+  in_order,   ///< sequence b's block i is b · blocks_per_seq + i: the block table, but adjacent blocks
+};
+
 /// The same cache in a paged pool (chapter 06's tests, benchmarks and `decode --block-size`):
 /// every sequence gets ⌈max_seq_len / block_size⌉ blocks (room to append up to max_seq_len),
-/// taken in scattered_block_order(); lengths, rows and scales are copied byte for byte, so a
-/// decode of the copy must equal the decode of @p cache. Throws std::invalid_argument when
-/// @p block_size is not positive or @p cache is paged or has per-channel K scales.
-KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed);
+/// taken in scattered_block_order() (or in order, @p order); lengths, rows and scales are copied
+/// byte for byte, so a decode of the copy must equal the decode of @p cache. Throws
+/// std::invalid_argument when @p block_size is not positive or @p cache is paged or has
+/// per-channel K scales.
+KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed, BlockOrder order = BlockOrder::scattered);
 
 }  // namespace inferlab
