@@ -180,12 +180,8 @@ void BM_RandomChunks(benchmark::State& state) {
 }
 
 void print_memory_table() {
-  const analysis::ModelShape& model = analysis::find_model("llama-7b");
-  analysis::KvWasteSettings settings;
-  settings.label = model.name + ", fp16 KV";
-  settings.model = model.key;
-  settings.kv = "fp16";
-  settings.bytes_per_token = analysis::kv_cache_size(model, analysis::KvFormat::fp16, 1, 1).bytes_per_token;
+  const analysis::KvWasteSettings settings =
+      analysis::kv_waste_settings(analysis::find_model("llama-7b"), analysis::KvFormat::fp16);
   std::cout << "== memory: contiguous max-length reservation vs paged blocks (runtime/analysis/kv_capacity.h)\n";
   analysis::print_kv_waste_report(std::cout, analysis::kv_waste_report(settings));
   std::cout << "\n== time: one decode step, contiguous (block_size 0) vs paged over scattered blocks\n";

@@ -38,12 +38,8 @@ void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptio
 
   // 1. Waste: contiguous max-length slots vs blocks, for ShareGPT-like lengths.
   {
-    const analysis::ModelShape& model = analysis::find_model("llama-7b");
-    analysis::KvWasteSettings settings;
-    settings.label = model.name + ", fp16 KV";
-    settings.model = model.key;
-    settings.kv = "fp16";
-    settings.bytes_per_token = analysis::kv_cache_size(model, analysis::KvFormat::fp16, 1, 1).bytes_per_token;
+    analysis::KvWasteSettings settings =
+        analysis::kv_waste_settings(analysis::find_model("llama-7b"), analysis::KvFormat::fp16);
     settings.requests = options.quick ? 500 : 10000;
     const analysis::KvWasteReport report = analysis::kv_waste_report(settings);
     const analysis::KvWasteRow* contiguous = &report.rows.front();

@@ -74,6 +74,15 @@ int64_t kv_element_bytes(KvFormat format) {
 
 }  // namespace
 
+KvWasteSettings kv_waste_settings(const ModelShape& model, KvFormat format) {
+  KvWasteSettings settings;
+  settings.label = model.name + ", " + std::string(to_string(format)) + " KV";
+  settings.model = model.key;
+  settings.kv = std::string(to_string(format));
+  settings.bytes_per_token = kv_cache_size(model, format, 1, 1).bytes_per_token;
+  return settings;
+}
+
 KvCacheSize kv_cache_size(const ModelShape& model, KvFormat format, int64_t batch, int64_t context) {
   KvCacheSize size;
   size.data_bytes_per_token_per_layer = 2 * model.kv_dim() * kv_element_bytes(format);  // K and V

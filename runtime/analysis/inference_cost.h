@@ -90,6 +90,10 @@ struct KvCacheSize {
 /// The KV cache of @p batch sequences of @p context tokens of @p model in @p format.
 KvCacheSize kv_cache_size(const ModelShape& model, KvFormat format, int64_t batch, int64_t context);
 
+/// Chapter 06's waste study (kv_capacity.h) for @p model's KV cache in @p format: the label, the
+/// model and format keys and the bytes per token set; every other setting at its default.
+KvWasteSettings kv_waste_settings(const ModelShape& model, KvFormat format);
+
 /// The weights' bytes.
 struct WeightBytes {
   double held = 0;        ///< in memory: every parameter (embedding table included)

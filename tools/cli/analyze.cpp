@@ -85,11 +85,7 @@ analysis::ModelShape model_from(const Args& args) {
 // `--kv-waste`: chapter 06's waste and capacity table for the model's KV bytes per token.
 int kv_waste(const Args& args, const analysis::ModelShape& model) {
   const analysis::KvFormat format = analysis::parse_kv_format(args.get_or("kv", "fp16"));
-  analysis::KvWasteSettings settings;
-  settings.label = model.name + ", " + std::string(analysis::to_string(format)) + " KV";
-  settings.model = model.key;
-  settings.kv = std::string(analysis::to_string(format));
-  settings.bytes_per_token = analysis::kv_cache_size(model, format, 1, 1).bytes_per_token;
+  analysis::KvWasteSettings settings = analysis::kv_waste_settings(model, format);
   settings.max_seq_len = integer_option(args, "context").value_or(settings.max_seq_len);
   const int64_t budget_gib = integer_option(args, "kv-budget-gib").value_or(16);
   require(budget_gib > 0 && budget_gib < (int64_t{1} << 32), "kv-budget-gib", budget_gib, "must be in [1, 2^32)");
