@@ -25,8 +25,9 @@
 //
 //   ./inferlab bench ch06 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //   ./inferlab bench ch06 --benchmark_filter=8xllc           the DRAM point only
-//   ./inferlab bench ch06 --benchmark_repetitions=5 --benchmark_out=docs/plots/ch06-bench.json \
-//       --benchmark_out_format=json                           (what the lesson's table comes from)
+//   ./inferlab bench ch06 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//       --benchmark_out=docs/plots/ch06-bench.json --benchmark_out_format=json
+//                                                             (one line: what the lesson's table comes from)
 //
 // Counters (chapters/bench_counters.h, set_decode_counters): FLOPs, bytes (decode_step_cost:
 // the same for both layouts — paging moves no extra cache bytes, only block-table entries),
