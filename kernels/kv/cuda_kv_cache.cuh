@@ -30,6 +30,7 @@ class DeviceKvCache {
         paging_(cache.paging()),
         max_blocks_per_seq_(cache.max_blocks_per_seq()),
         rows_per_layer_(cache.rows_per_layer()),
+        k_scales_per_layer_(cache.k_scales_per_layer()),
         k_(cache.k_bytes().size()),
         v_(cache.v_bytes().size()),
         k_scales_(cache.k_scale_bytes().size()),
@@ -62,13 +63,11 @@ class DeviceKvCache {
                              std::to_string(shape_.num_layers) + " layer(s), " +
                              (paged() ? "paged" : "contiguous"));
     const size_t rows_per_layer = size_t(rows_per_layer_);
-    const size_t k_scales_per_layer =
-        format_.per_channel() ? size_t(shape_.batch * shape_.num_kv_heads * shape_.head_dim) : rows_per_layer;
     KvRows<T, S, Layout> rows;
     rows.k = reinterpret_cast<const T*>(k_.data()) + size_t(layer) * rows_per_layer * size_t(shape_.head_dim);
     rows.v = reinterpret_cast<const T*>(v_.data()) + size_t(layer) * rows_per_layer * size_t(shape_.head_dim);
     if (format_.quantized()) {
-      rows.k_scales = reinterpret_cast<const S*>(k_scales_.data()) + size_t(layer) * k_scales_per_layer;
+      rows.k_scales = reinterpret_cast<const S*>(k_scales_.data()) + size_t(layer * k_scales_per_layer_);
       rows.v_scales = reinterpret_cast<const S*>(v_scales_.data()) + size_t(layer) * rows_per_layer;
     }
     rows.lengths = lengths_.data();
@@ -116,6 +115,7 @@ class DeviceKvCache {
   KvPaging paging_;
   int64_t max_blocks_per_seq_ = 0;
   int64_t rows_per_layer_ = 0;
+  int64_t k_scales_per_layer_ = 0;
   DeviceBuffer<std::byte> k_, v_, k_scales_, v_scales_;
   DeviceBuffer<int> lengths_;
   DeviceBuffer<int> block_table_;  // paged: [batch][max_blocks_per_seq]; empty when contiguous

@@ -87,9 +87,7 @@ void KvCache::allocate_storage() {
   v_.assign(element_bytes, fill);
   if (format_.quantized()) {
     const size_t s = format_.scale_bytes();
-    const size_t k_scales = format_.per_channel()
-                                ? size_t(shape_.num_layers * shape_.batch * shape_.num_kv_heads * shape_.head_dim)
-                                : rows;
+    const size_t k_scales = size_t(shape_.num_layers * k_scales_per_layer());
     k_scales_.resize(k_scales * s);
     v_scales_.resize(rows * s);
     for (size_t i = 0; i < k_scales; ++i) poison_scale(k_scales_, int64_t(i));
@@ -544,13 +542,11 @@ KvRows<T, S, Layout> KvCache::rows(int64_t layer) const {
   if (!element_ok || !scale_ok) wrong_type("rows", format_);
   const size_t rows_per_layer = size_t(rows_per_layer_);
   const size_t element_offset = size_t(layer) * rows_per_layer * size_t(shape_.head_dim) * sizeof(T);
-  const size_t k_scale_count =
-      format_.per_channel() ? size_t(shape_.batch * shape_.num_kv_heads * shape_.head_dim) : rows_per_layer;
   KvRows<T, S, Layout> rows;
   rows.k = reinterpret_cast<const T*>(k_.data() + element_offset);
   rows.v = reinterpret_cast<const T*>(v_.data() + element_offset);
   if (format_.quantized()) {
-    rows.k_scales = reinterpret_cast<const S*>(k_scales_.data()) + size_t(layer) * k_scale_count;
+    rows.k_scales = reinterpret_cast<const S*>(k_scales_.data()) + size_t(layer * k_scales_per_layer());
     rows.v_scales = reinterpret_cast<const S*>(v_scales_.data()) + size_t(layer) * rows_per_layer;
   }
   rows.lengths = lengths_.data();

@@ -78,6 +78,11 @@ class KvCache {
   /// Rows of K (= of V) per layer: batch · num_kv_heads · max_seq_len contiguous,
   /// num_blocks · num_kv_heads · block_size paged.
   int64_t rows_per_layer() const { return rows_per_layer_; }
+  /// K scales per layer (quantized formats): one per row (per-token), or head_dim per
+  /// (sequence, KV head) (per-channel).
+  int64_t k_scales_per_layer() const {
+    return format_.per_channel() ? shape_.batch * shape_.num_kv_heads * shape_.head_dim : rows_per_layer_;
+  }
   /// Tokens cached for every sequence (int32, as the device kernels read them).
   const std::vector<int32_t>& lengths() const { return lengths_; }
   /// Tokens cached for @p sequence.
