@@ -69,6 +69,12 @@ class Tensor {
 
   /// Sets every element to @p value.
   void fill(T value) { std::fill(data_.begin(), data_.end(), value); }
+  /// Gives the same elements the shape @p shape (same element count; e.g. [T, H, d] → [T, H·d]).
+  /// Throws std::invalid_argument when the counts differ.
+  void reshape(Shape shape) {
+    require(element_count(shape) == size(), "reshape to " + to_string(shape), size(), "elements must be kept");
+    shape_ = std::move(shape);
+  }
 
   /// Fills the tensor with a value no correct kernel writes (NaN for floating point, 0x7F..
   /// for integers), so an element a kernel forgot to write fails the comparison.

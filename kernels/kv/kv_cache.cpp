@@ -135,6 +135,12 @@ void KvCache::set_block_table(int64_t sequence, std::span<const int32_t> blocks)
   std::copy(blocks.begin(), blocks.end(), table);
 }
 
+void KvCache::detach_sequence(int64_t sequence) {
+  check_sequence(sequence);
+  lengths_[size_t(sequence)] = 0;
+  if (paged()) std::fill_n(block_table_.data() + sequence * max_blocks_per_seq_, max_blocks_per_seq_, -1);
+}
+
 void KvCache::poison_block(int64_t block) {
   check_block(block, "block");
   const int64_t rows = shape_.num_kv_heads * paging_.block_size;

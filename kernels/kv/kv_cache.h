@@ -147,6 +147,10 @@ class KvCache {
   /// when a block id is outside [0, num_blocks), when there are more than max_blocks_per_seq()
   /// of them, or when they do not cover the sequence's cached tokens.
   void set_block_table(int64_t sequence, std::span<const int32_t> blocks);
+  /// Detaches @p sequence from its blocks (a request that finished or was preempted): its length
+  /// becomes 0 and, paged, its block-table row unmapped. Unlike set_lengths(), nothing is
+  /// poisoned — the blocks' rows may belong to other sequences or to the prefix cache now.
+  void detach_sequence(int64_t sequence);
   /// Paged: poisons every row (and scale) of block @p block in every layer — the pool calls it
   /// for a block it hands out fresh, so a token nobody wrote reads as NaN.
   void poison_block(int64_t block);

@@ -2,18 +2,27 @@
 // causally to itself (the contract: prefill_with_cache.h), fused, on either cache layout.
 //
 // Work item: (sequence b, KV head g, tile of kTileTokens consecutive query tokens of b's chunk).
-// Its rows are tile tokens × GQA group query heads, gathered into one block of rows. Keys split
-// in two ranges:
-//   1. keys 0 … first − 1, first = the tile's first position: visible to every row of the tile.
-//      All rows stream them together — chapter 03's two SIMD passes (attend_keys(),
+// Its rows are tile tokens × GQA group query heads, gathered into one block of rows. Keys are
+// taken in *pieces at fixed absolute positions*: piece j is keys kPieceKeys·j … kPieceKeys·(j+1)
+// − 1, cut at the query's own position p for the last one. Two kinds:
+//   1. pieces that end at or before the tile's first position, visible whole to every row of the
+//      tile: all rows stream them together — chapter 03's two SIMD passes (attend_keys(),
 //      cpu_decode_keys.h: K once for all rows, softmax numerators, V once; run by run, so a
-//      paged cache is read block by block) — in pieces of kPieceKeys keys, so the scores
-//      scratch stays rows × kPieceKeys whatever the prefix length;
-//   2. keys first … p for the token at position p (the causal triangle inside the tile): each
-//      token's group rows alone, at most kTileTokens keys.
+//      paged cache is read block by block);
+//   2. the rest, up to p, for each token's group rows alone: at most kPieceKeys + kTileTokens
+//      keys per token.
 // Every piece returns an unnormalised partial (acc, max, sum per row, as split-KV decode does);
-// merge() folds it into the running one exactly (rescale by exp(m_old − m_new)), and the row's
-// output is acc / sum at the end. No P × n score matrix exists at any time.
+// merge() folds it into the running one exactly (rescale by exp(m_old − m_new)), in piece order,
+// and the row's output is acc / sum at the end. No P × n score matrix exists at any time.
+//
+// Batch invariance (chapter 07 relies on it): a query's result depends only on its position and
+// the cache's values — never on how its sequence was cut into chunks, on the tile it shares, on
+// the other sequences in the call, or on the layout. Its pieces are the same absolute pieces,
+// merged in the same order, whatever chunk it arrives in (a decode step is a chunk of one);
+// attend_keys() computes each row's scores, numerators and weighted sum on its own, key by key in
+// order (runs and 4-key steps change no row's arithmetic: the padding of a partial step adds
+// exact zeros). So a token computed during a prompt chunk, recomputed after a preemption, or
+// decoded one at a time gets bit-identical attention output.
 //
 // Reads: each K and V row of the visible prefix once per tile — n / kTileTokens times per chunk
 // of n tokens — instead of once per query token; the tile's rows share every load (AI grows
@@ -35,7 +44,7 @@ namespace {
 using namespace decode_keys;
 
 constexpr int64_t kTileTokens = 16;  // query tokens per work item
-constexpr int64_t kPieceKeys = 512;  // keys per shared-prefix piece
+constexpr int64_t kPieceKeys = 64;   // keys per piece, at absolute positions (a multiple of kTileTokens)
 
 // The running softmax state of @p rows query rows: unnormalised output, max, sum.
 struct Partial {
@@ -80,7 +89,7 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
 
 #pragma omp parallel
   {
-    GroupScratch shared_scratch(max_rows, d_pad, kPieceKeys), token_scratch(group, d_pad, kTileTokens);
+    GroupScratch shared_scratch(max_rows, d_pad, kPieceKeys), token_scratch(group, d_pad, kPieceKeys);
     std::vector<float> q_tile(size_t(max_rows * d));
     Partial total(max_rows, d_pad), piece(max_rows, d_pad);
 
@@ -93,19 +102,23 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
         std::copy_n(q.data() + ((item.first_token + t) * s.num_heads + h0) * d, group * d, q_tile.data() + t * group * d);
       total.reset(n_rows, d_pad);
 
-      // 1. Keys every row of the tile sees, streamed once for all of them, piece by piece.
+      // 1. Whole pieces every row of the tile sees (they end at or before the first token's
+      //    position + 1), streamed once for all rows.
       const int64_t first = s.token_position[size_t(item.first_token)];
-      for (int64_t begin = 0; begin < first; begin += kPieceKeys) {
-        const int64_t end = std::min(first, begin + kPieceKeys);
-        attend_keys(q_tile.data(), n_rows, rows, b, g, begin, end, shared_scratch, piece.acc.data(), piece.max.data(),
-                    piece.sum.data());
+      const int64_t shared_end = (first + 1) / kPieceKeys * kPieceKeys;
+      for (int64_t begin = 0; begin < shared_end; begin += kPieceKeys) {
+        attend_keys(q_tile.data(), n_rows, rows, b, g, begin, begin + kPieceKeys, shared_scratch, piece.acc.data(),
+                    piece.max.data(), piece.sum.data());
         merge(total, 0, piece, n_rows, d_pad);
       }
-      // 2. The causal triangle: token t also sees keys first … first + t.
+      // 2. The rest up to each token's own position p, in the same absolute pieces, per token.
       for (int64_t t = 0; t < item.tokens; ++t) {
-        attend_keys(q_tile.data() + t * group * d, group, rows, b, g, first, first + t + 1, token_scratch,
-                    piece.acc.data(), piece.max.data(), piece.sum.data());
-        merge(total, t * group, piece, group, d_pad);
+        const int64_t p = s.token_position[size_t(item.first_token + t)];
+        for (int64_t begin = shared_end; begin <= p; begin += kPieceKeys) {
+          attend_keys(q_tile.data() + t * group * d, group, rows, b, g, begin, std::min(p + 1, begin + kPieceKeys),
+                      token_scratch, piece.acc.data(), piece.max.data(), piece.sum.data());
+          merge(total, t * group, piece, group, d_pad);
+        }
       }
       for (int64_t r = 0; r < n_rows; ++r) {
         const int64_t token = item.first_token + r / group, h = h0 + r % group;
@@ -120,7 +133,7 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
 
 template <class T>
 void prefill_with_cache(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
-                        Tensor<float>& out) {
+                        int64_t layer, Tensor<float>& out) {
   const ChunkShape s = chunk_shape(q, chunk_lengths, cache);
   check_shape(out, q.shape(), "out");
   std::vector<Item> items;
@@ -132,17 +145,22 @@ void prefill_with_cache(const Tensor<float>& q, const std::vector<int64_t>& chun
         items.push_back({b, g, first_token + t0, std::min(kTileTokens, n - t0)});
     first_token += n;
   }
-  cache.with_rows<T>(0, [&](const auto& rows) { prefill_tiles(q, s, rows, items, out); });
+  cache.with_rows<T>(layer, [&](const auto& rows) { prefill_tiles(q, s, rows, items, out); });
 }
 
 }  // namespace
 
 void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                             Tensor<float>& out) {
+  prefill_with_cache_cpu(q, chunk_lengths, cache, 0, out);
+}
+
+void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
+                            int64_t layer, Tensor<float>& out) {
   if (cache.dtype() == KvDtype::fp16) {
-    prefill_with_cache<uint16_t>(q, chunk_lengths, cache, out);
+    prefill_with_cache<uint16_t>(q, chunk_lengths, cache, layer, out);
   } else {
-    prefill_with_cache<float>(q, chunk_lengths, cache, out);  // rows<float>() refuses any other format
+    prefill_with_cache<float>(q, chunk_lengths, cache, layer, out);  // rows<float>() refuses any other format
   }
 }
 

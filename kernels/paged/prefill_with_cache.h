@@ -67,4 +67,11 @@ Cost prefill_with_cache_cost(const std::vector<int64_t>& chunk_lengths, const Kv
 void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                             Tensor<float>& out);
 
+/// cpu/prefill_with_cache over layer @p layer of @p cache (chapter 07's model calls it once per
+/// layer). A query's output depends only on its position and the cached values, never on the
+/// chunking or the rest of the batch: bit-identical whether it is computed in a prompt chunk of
+/// any size or as a decode step (the comment at the top of cpu_prefill_with_cache.cpp says how).
+void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
+                            int64_t layer, Tensor<float>& out);
+
 }  // namespace inferlab

@@ -27,7 +27,10 @@ std::vector<PrefillWithCacheVersion> prefill_with_cache_rows() {
   for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16})
     rows.push_back({"cpu/prefill_with_cache", Backend::cpu, dtype, 6, precision_of(dtype),
                     "fused: tiles of the chunk's queries stream the prefix together (attend_keys), causal tail per token",
-                    checked_for(dtype, prefill_with_cache_cpu)});
+                    checked_for(dtype, [](const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths,
+                                                          const KvCache& cache, Tensor<float>& out) {
+                      prefill_with_cache_cpu(q, chunk_lengths, cache, out);
+                    })});
   std::vector<DeviceRow<PrefillWithCacheFn, KvDtype>> device;
   for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16}) {
     DeviceRow<PrefillWithCacheFn, KvDtype> row{"cuda/prefill_with_cache", dtype, 6, precision_of(dtype),

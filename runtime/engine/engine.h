@@ -1,0 +1,203 @@
+#pragma once
+/// @file engine.h
+/// The serving engine of chapter 07: requests wait, run and leave; each step the scheduler plans
+/// a flattened token batch (step_planner.h) — running decodes first, then prompt chunks — under
+/// a token budget and a sequence budget, allocates its KV blocks from chapter 06's pool
+/// (runtime/paged), preempts when the pool cannot hold the step, runs the model once, and
+/// samples. Two policies share everything:
+///  - **continuous** (iteration-level scheduling, Orca, with paging as vLLM): a request joins at
+///    any step and leaves as soon as it is done; the batch is bounded by the memory actually
+///    used; prompts can be chunked (Sarathi);
+///  - **static** (the baseline): a batch is formed only when the previous one has finished
+///    entirely, each request reserving max_seq_len tokens of blocks up front; its prompts run
+///    whole in the first step.
+///
+/// Guarantees, tested in tests/07-continuous-batching: the pool running out preempts (recompute)
+/// rather than failing; every request finishes or is aborted exactly once; the pool is entirely
+/// free when the engine is empty; with greedy sampling each request's tokens equal those of the
+/// request run alone on a contiguous cache (generate_alone()), under any batch, chunking, block
+/// size, preemption or prefix-cache hit — the model's kernels are batch-invariant.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include "kernels/kv/kv_cache.h"
+#include "runtime/engine/request.h"
+#include "runtime/engine/step_planner.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/paged/block_manager.h"
+
+namespace inferlab::engine {
+
+/// How requests are batched.
+enum class BatchingPolicy {
+  continuous,  ///< iteration-level: join and leave at every step
+  static_batch,  ///< fixed batches, max-length reservation, wait for all
+};
+
+/// "continuous", "static".
+std::string_view to_string(BatchingPolicy policy);
+
+/// How the engine's clock advances.
+enum class ClockMode {
+  real,       ///< each step takes its measured wall time; idle gaps before an arrival are skipped
+  simulated,  ///< each step takes EngineConfig::simulated_step(): deterministic, for tests
+};
+
+/// The engine's settings.
+struct EngineConfig {
+  BatchingPolicy policy = BatchingPolicy::continuous;  ///< how requests are batched
+  int64_t max_num_seqs = 16;            ///< sequences in the running batch (rows of the KV cache)
+  int64_t max_num_batched_tokens = 256; ///< token budget of one step
+  int64_t chunk_size = 256;             ///< most prompt tokens of one sequence per step
+  bool chunked_prefill = true;          ///< cut long prompts into chunks (continuous only)
+  int64_t block_size = 16;              ///< tokens per KV block
+  int64_t num_blocks = 256;             ///< blocks in the pool: the KV memory
+  bool prefix_caching = true;           ///< share computed full prompt blocks between requests
+  int64_t max_seq_len = 512;            ///< most tokens of one request (prompt + generated)
+  ClockMode clock = ClockMode::real;    ///< how time advances
+  /// Simulated clock: seconds per step = fixed + per_token · tokens in the step.
+  double simulated_fixed_seconds = 1e-3;
+  double simulated_token_seconds = 1e-4;  ///< see simulated_fixed_seconds
+  bool record_steps = false;            ///< keep a StepRecord per step (for plots)
+  bool check_invariants = false;        ///< run the block manager's invariant check after each step
+
+  /// Throws std::invalid_argument naming a bad setting.
+  void validate() const;
+};
+
+/// What one step did (kept when EngineConfig::record_steps).
+struct StepRecord {
+  double start = 0.0, seconds = 0.0;  ///< on the engine's clock
+  int64_t decode_tokens = 0;          ///< sequences that decoded one token
+  int64_t prefill_tokens = 0;         ///< prompt (or recomputed) tokens
+  int64_t preemptions = 0;            ///< requests preempted while planning it
+  int64_t free_blocks = 0;            ///< after the step
+  std::vector<int64_t> ids;           ///< the requests that ran, in batch order
+};
+
+/// Counters over the engine's life.
+struct EngineStats {
+  int64_t steps = 0;                ///< forward calls
+  int64_t preemptions = 0;          ///< requests preempted (each recomputes its tokens)
+  int64_t recomputed_tokens = 0;    ///< tokens computed again after a preemption
+  int64_t prefix_hit_tokens = 0;    ///< prompt tokens served by the prefix cache
+  int64_t prompt_tokens = 0;        ///< prompt tokens admitted (first admission of each request)
+  int64_t generated_tokens = 0;     ///< tokens sampled
+  int64_t computed_tokens = 0;      ///< tokens run through the model
+  int64_t max_running = 0;          ///< largest running batch
+  double busy_seconds = 0.0;        ///< clock time spent in steps
+};
+
+/// The engine: a model, a paged KV cache over a block pool, queues and a scheduler.
+class Engine {
+ public:
+  /// An engine serving @p model (kept by reference: it must outlive the engine) with @p config.
+  /// Throws std::invalid_argument for a bad config (max_seq_len above the model's, …).
+  Engine(const model::LlamaModel& model, EngineConfig config);
+
+  /// Queues @p request; it may run from its arrival time on. Throws std::invalid_argument (and
+  /// queues nothing) for a duplicate id, an empty prompt, a token outside the vocabulary, bad
+  /// sampling parameters, or a request that can never fit: prompt + max_new_tokens above
+  /// max_seq_len, or more blocks than the whole pool.
+  void add_request(Request request);
+
+  /// Aborts request @p id wherever it is (arrival pending, waiting, running): its blocks are
+  /// freed now and it leaves with FinishReason::aborted. Returns false when no such request is
+  /// in the engine (unknown, or already finished).
+  bool abort(int64_t id);
+
+  /// Runs one step: admits arrivals, plans, allocates (preempting when needed), runs the model
+  /// and samples. When nothing can run before the next arrival, moves the clock there instead.
+  /// Returns false when the engine is empty (nothing pending, waiting or running).
+  bool step();
+
+  /// Steps until every request has left. @p progress, if set, is called after each step.
+  template <class Progress>
+  void run(Progress&& progress) {
+    while (step()) progress(*this);
+  }
+  /// Steps until every request has left.
+  void run() {
+    while (step()) {
+    }
+  }
+
+  /// Requests that left (finished or aborted), in the order they left; moved out.
+  std::vector<RequestOutput> take_outputs();
+  /// Requests that left so far, read-only.
+  const std::vector<RequestOutput>& outputs() const { return outputs_; }
+
+  /// True when no request is pending, waiting or running.
+  bool empty() const { return sequences_.empty(); }
+  /// Requests running now.
+  int64_t num_running() const { return int64_t(running_.size()); }
+  /// Requests waiting (arrived, not running).
+  int64_t num_waiting() const { return int64_t(waiting_.size()); }
+  /// The clock, in seconds since the engine started.
+  double now() const { return now_; }
+  /// Counters.
+  const EngineStats& stats() const { return stats_; }
+  /// The per-step records (EngineConfig::record_steps).
+  const std::vector<StepRecord>& steps() const { return records_; }
+  /// The settings.
+  const EngineConfig& config() const { return config_; }
+  /// The block manager (refcounts, prefix cache, free blocks), read-only.
+  const paged::BlockManager& blocks() const { return manager_; }
+  /// The KV cache, read-only.
+  const KvCache& cache() const { return cache_; }
+
+ private:
+  struct Sequence {
+    Request request;
+    std::vector<int32_t> tokens;  // prompt, then generated
+    int64_t num_computed = 0;     // tokens whose K/V are in the cache
+    int64_t row = -1;             // cache row while it holds blocks
+    uint64_t rng_state = 0;
+    RequestOutput output;
+    bool admitted_once = false;
+    int64_t high_water = 0;       // most tokens ever computed (recomputation below it)
+  };
+  struct Planned {
+    int64_t id, tokens;
+    bool decode;  // its newest (sampled) token needs a slot: append_slot
+  };
+
+  void admit_arrivals();
+  std::vector<Planned> plan();
+  void preempt(int64_t id);
+  void release(Sequence& s);
+  void finish(int64_t id, FinishReason reason);
+  void run_batch(const std::vector<Planned>& batch, const std::vector<int64_t>& slots_of, int64_t preemptions,
+                 std::chrono::steady_clock::time_point started);
+  Sequence& sequence(int64_t id) { return sequences_.at(id); }
+
+  const model::LlamaModel& model_;
+  EngineConfig config_;
+  paged::BlockManager manager_;
+  KvCache cache_;
+  std::map<int64_t, Sequence> sequences_;        // every request in the engine
+  std::multimap<double, int64_t> pending_;       // not yet arrived: arrival → id
+  std::deque<int64_t> waiting_;                  // arrived, not running (preempted ones in front)
+  std::vector<int64_t> running_;                 // admission order
+  std::vector<int64_t> free_rows_;               // cache rows without a sequence
+  std::vector<int64_t> lengths_;                 // the cache's length per row
+  std::set<int64_t> seen_;                       // every id ever added (ids are never reused)
+  std::vector<RequestOutput> outputs_;
+  std::vector<StepRecord> records_;
+  EngineStats stats_;
+  double now_ = 0.0;
+};
+
+/// Runs @p request alone: a contiguous KV cache of one sequence, the whole prompt in one forward,
+/// then one decode step per token, sampled as the engine samples (same seed, same stream) — the
+/// reference every batched run must reproduce. Metrics carry only the token count.
+RequestOutput generate_alone(const model::LlamaModel& model, const Request& request);
+
+}  // namespace inferlab::engine

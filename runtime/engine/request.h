@@ -1,0 +1,75 @@
+#pragma once
+/// @file request.h
+/// A request to the serving engine (chapter 07) and what comes back: the generated tokens, why
+/// generation stopped, and the timings that serving metrics are made of (TTFT, TPOT, end-to-end
+/// latency — as `vllm bench serve` defines them).
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace inferlab::engine {
+
+/// How the next token is chosen.
+struct SamplingParams {
+  int64_t max_new_tokens = 16;   ///< generate at most this many tokens (≥ 1)
+  float temperature = 0.0f;      ///< 0: greedy (the first maximum, as llama2.c); > 0: sample softmax(logits / T)
+  float top_p = 1.0f;            ///< nucleus: sample among the most likely tokens whose probabilities sum to ≥ top_p
+  uint64_t seed = 0;             ///< the request's own random stream (sampling only)
+  std::vector<int32_t> stop_ids; ///< generation stops after emitting one of these (it is kept in the output)
+
+  /// True for temperature 0.
+  bool greedy() const { return temperature == 0.0f; }
+  /// Throws std::invalid_argument naming a bad field (max_new_tokens < 1, temperature < 0 or
+  /// not finite, top_p outside (0, 1]).
+  void validate() const;
+};
+
+/// One request: a prompt and how to continue it.
+struct Request {
+  int64_t id = 0;                ///< unique among the engine's requests
+  std::vector<int32_t> prompt;   ///< token ids, at least one
+  SamplingParams sampling;       ///< how to generate
+  double arrival = 0.0;          ///< seconds on the engine's clock when it may first be scheduled
+};
+
+/// Why a request left the engine.
+enum class FinishReason {
+  length,   ///< max_new_tokens generated
+  stop,     ///< a stop id was generated
+  aborted,  ///< Engine::abort()
+};
+
+/// "length", "stop", "aborted".
+std::string_view to_string(FinishReason reason);
+
+/// The timings of one request, in seconds on the engine's clock.
+struct RequestMetrics {
+  double arrival = 0.0;               ///< when it arrived
+  double first_scheduled = -1.0;      ///< when a step first computed any of its tokens (−1: never)
+  double first_token = -1.0;          ///< when its first token was generated (−1: none)
+  double finish = -1.0;               ///< when it finished or was aborted
+  std::vector<double> token_times;    ///< when each generated token came out
+  int64_t preemptions = 0;            ///< times its blocks were taken back (recomputed after)
+  int64_t cached_prompt_tokens = 0;   ///< prompt tokens served by the prefix cache at first admission
+  int64_t computed_tokens = 0;        ///< tokens the model ran for it, recomputation included
+
+  /// Time to first token: first_token − arrival (−1 without a token).
+  double ttft() const { return first_token < 0 ? -1.0 : first_token - arrival; }
+  /// Time per output token after the first: (finish − first_token) / (tokens − 1); −1 with
+  /// fewer than 2 tokens.
+  double tpot() const;
+  /// End-to-end latency: finish − arrival.
+  double latency() const { return finish - arrival; }
+};
+
+/// A request that left the engine.
+struct RequestOutput {
+  int64_t id = 0;                 ///< the request's id
+  std::vector<int32_t> prompt;    ///< its prompt
+  std::vector<int32_t> tokens;    ///< the generated tokens (not the prompt)
+  FinishReason reason = FinishReason::length;  ///< why it stopped
+  RequestMetrics metrics;         ///< its timings
+};
+
+}  // namespace inferlab::engine

@@ -1,0 +1,60 @@
+#pragma once
+/// @file llama_config.h
+/// The shape of a Llama-architecture decoder (chapter 07): embedding, n_layers blocks of
+/// RMSNorm → GQA attention with RoPE → residual, RMSNorm → SwiGLU MLP → residual, a final RMSNorm
+/// and the output head (tied to the embedding or separate) — and the names of the models the lab
+/// can build: a llama2.c checkpoint file, or `random:<preset>[,key=value…]` seeded random weights.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace inferlab::model {
+
+/// Sizes and constants of a Llama-style model (llama2.c's Config, plus the constants its run.c
+/// fixes: RoPE θ = 10000, RMSNorm ε = 1e-5).
+struct LlamaConfig {
+  int64_t dim = 0;         ///< residual stream width (= n_heads · head_dim)
+  int64_t hidden_dim = 0;  ///< SwiGLU hidden width
+  int64_t n_layers = 0;    ///< decoder blocks
+  int64_t n_heads = 0;     ///< query heads
+  int64_t n_kv_heads = 0;  ///< key/value heads (GQA: n_heads / n_kv_heads query heads share one)
+  int64_t vocab_size = 0;  ///< token ids 0 … vocab_size − 1
+  int64_t max_seq_len = 0;  ///< positions the model supports (the RoPE table's length)
+  bool shared_classifier = true;  ///< the output head is the token embedding (tied)
+  double rope_theta = 10000.0;    ///< RoPE base
+  float norm_eps = 1e-5f;         ///< RMSNorm ε
+
+  /// dim / n_heads.
+  int64_t head_dim() const { return dim / n_heads; }
+  /// n_kv_heads · head_dim: the width of K (and of V) per token.
+  int64_t kv_dim() const { return n_kv_heads * head_dim(); }
+  /// Parameters, counting a tied head once.
+  int64_t parameters() const;
+  /// Bytes of fp32 weights.
+  int64_t weight_bytes() const { return 4 * parameters(); }
+  /// Bytes of fp32 K and V per token, all layers.
+  int64_t kv_bytes_per_token() const { return 2 * 4 * n_layers * kv_dim(); }
+  /// Throws std::invalid_argument naming the first size that is not positive or not consistent
+  /// (n_heads must divide dim, n_kv_heads divide n_heads, head_dim be even).
+  void validate() const;
+  /// "dim 64, hidden 172, 5 layers, 8 heads / 4 KV heads, vocab 512, 512 positions, tied head".
+  std::string describe() const;
+};
+
+/// A random model's recipe: its shape and the seed of its weights.
+struct RandomModelSpec {
+  LlamaConfig config;  ///< the shape
+  uint64_t seed = 1;   ///< weights are a function of it
+};
+
+/// Parses `random:<preset>[,key=value…]` (or `random:key=value,…`, starting from the `tiny`
+/// preset). Presets: `tiny` (dim 32, 2 layers, 4/2 heads, vocab 64, separate output head — for
+/// tests), `stories260K`
+/// (the shape of models/stories260K.bin), `bench` (dim 768, 12 layers, 12/4 heads, hidden 2048,
+/// vocab 32000 — about 100 M parameters: big enough that a decode step's time is the kernels',
+/// not the overheads'). Keys: dim, hidden, layers, heads, kv_heads, vocab, seq_len, seed,
+/// tied (0 or 1). Throws std::invalid_argument naming an unknown preset or key, or a bad value.
+RandomModelSpec parse_random_spec(std::string_view spec);
+
+}  // namespace inferlab::model

@@ -1,0 +1,135 @@
+// The Llama forward over a flattened token batch (llama_model.h). Per layer, for T tokens:
+//   xn  = rms_norm(x)                              [T, dim]
+//   qkv = xn · wqkvᵀ; RoPE on q and k by position  [T, dim + 2·kv_dim]
+//   K, V → the cache at each token's slot          (KvCache::store_slots)
+//   att = prefill_with_cache(q, chunks, cache)     [T, dim]  (decode = chunks of 1)
+//   x  += att · woᵀ
+//   x  += swiglu(rms_norm(x) · w13ᵀ) · w2ᵀ
+// then the final norm and the output head on the logit tokens only.
+#include "runtime/model/llama_model.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "common/check.h"
+#include "kernels/layers/layers.h"
+#include "kernels/paged/prefill_with_cache.h"
+
+namespace inferlab::model {
+
+LlamaModel::LlamaModel(LlamaWeights weights) : weights_(std::move(weights)) {
+  const LlamaConfig& c = weights_.config;
+  c.validate();
+  rope_ = rope_table(c.max_seq_len, c.head_dim(), c.rope_theta);
+}
+
+KvCacheShape LlamaModel::kv_shape(int64_t batch, int64_t max_seq_len) const {
+  const LlamaConfig& c = config();
+  require_positive("batch", batch);
+  require(max_seq_len > 0 && max_seq_len <= c.max_seq_len, "max_seq_len", max_seq_len,
+          "must be in [1, the model's max_seq_len = " + std::to_string(c.max_seq_len) + "]");
+  return {batch, c.n_kv_heads, max_seq_len, c.head_dim(), c.n_layers};
+}
+
+void LlamaModel::check(const ForwardBatch& b, const KvCache& cache) const {
+  const LlamaConfig& c = config();
+  const KvCacheShape& s = cache.shape();
+  require(s.num_layers == c.n_layers && s.num_kv_heads == c.n_kv_heads && s.head_dim == c.head_dim(),
+          "cache shape", to_string(s.shape()) + " × " + std::to_string(s.num_layers) + " layers",
+          "must hold this model's " + std::to_string(c.n_layers) + " layers of " + std::to_string(c.n_kv_heads) +
+              " KV heads × head_dim " + std::to_string(c.head_dim()));
+  require(int64_t(b.chunk_lengths.size()) == s.batch, "chunk_lengths.size()", b.chunk_lengths.size(),
+          "must equal the cache's batch = " + std::to_string(s.batch));
+  require(int64_t(b.lengths.size()) == s.batch, "lengths.size()", b.lengths.size(),
+          "must equal the cache's batch = " + std::to_string(s.batch));
+  const int64_t total = std::accumulate(b.chunk_lengths.begin(), b.chunk_lengths.end(), int64_t{0});
+  require(total == int64_t(b.tokens.size()), "tokens.size()", b.tokens.size(),
+          "must equal Σ chunk_lengths = " + std::to_string(total));
+  require(b.slots.size() == b.tokens.size(), "slots.size()", b.slots.size(),
+          "must equal tokens.size() = " + std::to_string(b.tokens.size()));
+  for (size_t i = 0; i < b.tokens.size(); ++i)
+    require(b.tokens[i] >= 0 && b.tokens[i] < c.vocab_size, "tokens[" + std::to_string(i) + "]", b.tokens[i],
+            "must be a token id in [0, vocab_size = " + std::to_string(c.vocab_size) + ")");
+  for (size_t r = 0; r < b.lengths.size(); ++r)
+    require(b.lengths[r] <= c.max_seq_len, "lengths[" + std::to_string(r) + "]", b.lengths[r],
+            "exceeds the model's max_seq_len = " + std::to_string(c.max_seq_len));
+  for (size_t i = 0; i < b.logit_tokens.size(); ++i)
+    require(b.logit_tokens[i] >= 0 && b.logit_tokens[i] < int64_t(b.tokens.size()),
+            "logit_tokens[" + std::to_string(i) + "]", b.logit_tokens[i],
+            "must index tokens (size " + std::to_string(b.tokens.size()) + ")");
+}
+
+Tensor<float> LlamaModel::forward(const ForwardBatch& batch, KvCache& cache) const {
+  check(batch, cache);
+  const LlamaConfig& c = config();
+  const int64_t T = int64_t(batch.tokens.size()), dim = c.dim, kv = c.kv_dim(), d = c.head_dim();
+  const int64_t H = c.n_heads, G = c.n_kv_heads, qkv_width = dim + 2 * kv;
+  cache.set_lengths(batch.lengths);  // chunk_shape() and the rows read below check against them
+
+  std::vector<int64_t> positions;
+  positions.reserve(size_t(T));
+  for (size_t r = 0; r < batch.chunk_lengths.size(); ++r)
+    for (int64_t i = 0; i < batch.chunk_lengths[r]; ++i)
+      positions.push_back(batch.lengths[r] - batch.chunk_lengths[r] + i);
+
+  Tensor<float> x({T, dim}), xn({T, dim}), qkv({T, qkv_width}), q({T, H, d}), k({T, G, d}), v({T, G, d});
+  Tensor<float> att({T, H, d}), proj({T, dim}), gate_up({T, 2 * c.hidden_dim}), hidden({T, c.hidden_dim});
+  for (int64_t t = 0; t < T; ++t)
+    std::copy_n(weights_.embedding.data() + int64_t(batch.tokens[size_t(t)]) * dim, dim, x.data() + t * dim);
+
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LlamaLayerWeights& w = weights_.layers[size_t(l)];
+    rms_norm_cpu(x, w.attention_norm, c.norm_eps, xn);
+    linear_cpu(xn, w.wqkv, qkv);
+    rope_cpu(qkv.data(), T, qkv_width, H, d, positions, rope_);            // q
+    rope_cpu(qkv.data() + dim, T, qkv_width, G, d, positions, rope_);      // k
+    for (int64_t t = 0; t < T; ++t) {
+      const float* row = qkv.data() + t * qkv_width;
+      std::copy_n(row, dim, q.data() + t * dim);
+      std::copy_n(row + dim, kv, k.data() + t * kv);
+      std::copy_n(row + dim + kv, kv, v.data() + t * kv);
+    }
+    cache.store_slots(k, v, batch.slots, l);
+    att.reshape({T, H, d});
+    prefill_with_cache_cpu(q, batch.chunk_lengths, cache, l, att);
+    att.reshape({T, dim});  // the heads side by side: the output projection's input rows
+    linear_cpu(att, w.wo, proj);
+    for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
+
+    rms_norm_cpu(x, w.ffn_norm, c.norm_eps, xn);
+    linear_cpu(xn, w.w13, gate_up);
+    swiglu_cpu(gate_up, hidden);
+    linear_cpu(hidden, w.w2, proj);
+    for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
+  }
+
+  const int64_t n = int64_t(batch.logit_tokens.size());
+  Tensor<float> last({n, dim}), last_norm({n, dim}), logits({n, c.vocab_size});
+  for (int64_t i = 0; i < n; ++i) std::copy_n(x.data() + batch.logit_tokens[size_t(i)] * dim, dim, last.data() + i * dim);
+  rms_norm_cpu(last, weights_.final_norm, c.norm_eps, last_norm);
+  linear_cpu(last_norm, weights_.output_head(), logits);
+  return logits;
+}
+
+Cost LlamaModel::step_cost(const ForwardBatch& batch) const {
+  const LlamaConfig& c = config();
+  const double T = double(batch.tokens.size()), d = double(c.head_dim());
+  const double layer_params = double(c.parameters() - c.vocab_size * c.dim * (c.shared_classifier ? 1 : 2) - c.dim) /
+                              double(c.n_layers);
+  Cost cost;
+  cost.flops = 2.0 * T * layer_params * double(c.n_layers) +
+               2.0 * double(batch.logit_tokens.size()) * double(c.vocab_size) * double(c.dim);
+  cost.bytes = 4.0 * (layer_params * double(c.n_layers) + double(c.vocab_size * c.dim) + double(c.dim));
+  for (size_t r = 0; r < batch.chunk_lengths.size(); ++r) {
+    const double n = double(batch.chunk_lengths[r]), L = double(batch.lengths[r]);
+    if (n == 0) continue;
+    const double visible = n * (L - n) + n * (n + 1) / 2;  // keys seen by the chunk's queries
+    cost.flops += 4.0 * d * visible * double(c.n_heads) * double(c.n_layers);
+    cost.bytes += 2.0 * 4.0 * L * double(c.kv_dim()) * double(c.n_layers);  // K and V rows once
+  }
+  return cost;
+}
+
+}  // namespace inferlab::model

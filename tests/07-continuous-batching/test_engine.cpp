@@ -1,0 +1,263 @@
+// Chapter 07: the serving engine. Every batched run must give each greedy request exactly the
+// tokens it gets alone on a contiguous cache, whatever the arrival order, chunk size, block size,
+// budgets, preemption or prefix-cache hits; every request leaves exactly once; the pool is free
+// at the end. The model is a small random one (tiny preset) so that hundreds of requests run in
+// seconds; tests/07-continuous-batching/test_model.cpp checks the model itself.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "tests/support/seeded.h"
+#include "tests/07-continuous-batching/engine_fixture.h"
+
+namespace inferlab::testing {
+namespace {
+
+using engine::EngineConfig;
+using engine::Request;
+
+const model::LlamaModel& tiny_model() {
+  static const model::LlamaModel m(model::random_llama(model::parse_random_spec("random:tiny,seq_len=256").config, 7));
+  return m;
+}
+
+EngineConfig config_with(int64_t block_size, int64_t num_blocks, int64_t budget, int64_t chunk, int64_t max_seqs) {
+  EngineConfig c;
+  c.block_size = block_size;
+  c.num_blocks = num_blocks;
+  c.max_num_batched_tokens = budget;
+  c.chunk_size = chunk;
+  c.max_num_seqs = max_seqs;
+  c.max_seq_len = 128;
+  c.clock = engine::ClockMode::simulated;
+  return c;
+}
+
+TEST(Ch07Engine, GreedyTokensEqualRunningAloneUnderAnyScheduling) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 24; ++i) {
+    requests.push_back(random_request(rng, i, model.config().vocab_size, 1, 60, 24));
+    requests.back().arrival = rng.uniform(0.0f, 0.05f);
+  }
+  const auto reference = alone(model, requests);
+  struct Case {
+    int64_t block_size, num_blocks, budget, chunk, max_seqs;
+  };
+  for (const Case c : {Case{16, 64, 256, 256, 8}, Case{1, 400, 7, 3, 5}, Case{4, 300, 32, 5, 16},
+                       Case{7, 60, 64, 64, 24}, Case{32, 9, 40, 16, 4}}) {
+    const auto served = serve(model, config_with(c.block_size, c.num_blocks, c.budget, c.chunk, c.max_seqs), requests);
+    expect_same_tokens(served, reference,
+                       "block " + std::to_string(c.block_size) + ", " + std::to_string(c.num_blocks) + " blocks, budget " +
+                           std::to_string(c.budget) + ", chunk " + std::to_string(c.chunk));
+  }
+}
+
+TEST(Ch07Engine, ArrivalOrderDoesNotChangeTokens) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 16; ++i) requests.push_back(random_request(rng, i, model.config().vocab_size, 1, 40, 16));
+  const auto reference = alone(model, requests);
+  for (int trial = 0; trial < 3; ++trial) {
+    std::shuffle(requests.begin(), requests.end(), rng.engine());
+    for (size_t i = 0; i < requests.size(); ++i) requests[i].arrival = 0.001 * double(i);
+    expect_same_tokens(serve(model, config_with(8, 48, 48, 12, 6), requests), reference,
+                       "arrival order " + std::to_string(trial));
+  }
+}
+
+TEST(Ch07Engine, SampledRequestsFollowTheirOwnSeed) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 12; ++i)
+    requests.push_back(random_request(rng, i, model.config().vocab_size, 1, 30, 20, /*sampled=*/true));
+  expect_same_tokens(serve(model, config_with(4, 80, 24, 6, 5), requests), alone(model, requests), "top-p sampling");
+}
+
+TEST(Ch07Engine, TinyPoolPreemptsAndStillMatches) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 20; ++i) requests.push_back(random_request(rng, i, model.config().vocab_size, 20, 40, 40));
+  engine::EngineStats stats;
+  // 20 blocks of 4 = 80 tokens: two requests of up to 80 tokens cannot both grow.
+  const auto served = serve(model, config_with(4, 20, 64, 16, 8), requests, &stats);
+  EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
+  EXPECT_GT(stats.recomputed_tokens, 0);
+  expect_same_tokens(served, alone(model, requests), "with preemption");
+  int64_t preempted = 0;
+  for (const auto& [id, out] : served) preempted += out.metrics.preemptions;
+  EXPECT_EQ(preempted, stats.preemptions);
+}
+
+TEST(Ch07Engine, PrefixCacheHitOnAWholePromptStillComputesItsLastToken) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  Request a = random_request(rng, 1, model.config().vocab_size, 32, 32, 5);  // exactly 4 blocks of 8
+  a.sampling.max_new_tokens = 5;
+  Request b = a;
+  b.id = 2;
+  b.arrival = 1.0;  // after a has finished: its blocks are cached
+  engine::EngineStats stats;
+  const auto served = serve(model, config_with(8, 32, 64, 64, 4), {a, b}, &stats);
+  EXPECT_EQ(served.at(2).metrics.cached_prompt_tokens, 24) << "a hit stops before the last token's block";
+  EXPECT_EQ(served.at(2).metrics.computed_tokens, 8 + 4) << "the last prompt block, then 4 decodes";
+  EXPECT_EQ(served.at(1).tokens, served.at(2).tokens);
+  expect_same_tokens(served, alone(model, {a, b}), "prefix-cache hit");
+}
+
+TEST(Ch07Engine, PrefixCacheSharesPromptsBetweenRunningRequests) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  const Request base = random_request(rng, 0, model.config().vocab_size, 48, 48, 1);
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 6; ++i) {
+    Request r = random_request(rng, i, model.config().vocab_size, 1, 20, 12);
+    r.prompt.insert(r.prompt.begin(), base.prompt.begin(), base.prompt.end());  // a shared system prompt
+    r.arrival = 0.01 * double(i);
+    requests.push_back(r);
+  }
+  engine::EngineStats stats;
+  const auto served = serve(model, config_with(16, 64, 64, 64, 8), requests, &stats);
+  EXPECT_GE(stats.prefix_hit_tokens, 5 * 48) << "every later request should reuse the 3 shared blocks";
+  expect_same_tokens(served, alone(model, requests), "shared prefix");
+}
+
+TEST(Ch07Engine, PreemptedRequestRecomputesFromZero) {
+  // Two long requests in a pool that holds one: the newer is preempted; its computed count must
+  // restart (nano-vllm shipped the stale count: an IndexError), and its tokens must not change.
+  SeededRng rng;
+  const auto& model = tiny_model();
+  Request a = random_request(rng, 1, model.config().vocab_size, 30, 30, 1);
+  a.sampling.max_new_tokens = 34;
+  Request b = random_request(rng, 2, model.config().vocab_size, 30, 30, 1);
+  b.sampling.max_new_tokens = 34;
+  b.arrival = 0.0;
+  EngineConfig c = config_with(8, 12, 64, 64, 4);  // 96 tokens: not both at 64
+  c.prefix_caching = false;
+  engine::EngineStats stats;
+  const auto served = serve(model, c, {a, b}, &stats);
+  EXPECT_GE(served.at(2).metrics.preemptions, 1) << "the newer request is the victim";
+  EXPECT_EQ(served.at(1).metrics.preemptions, 0) << "the older one keeps running";
+  EXPECT_GT(served.at(2).metrics.computed_tokens, 30 + 34 - 1) << "its tokens were computed again";
+  expect_same_tokens(served, alone(model, {a, b}), "after preemption");
+}
+
+TEST(Ch07Engine, AbortFreesBlocksAtAnyTime) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  EngineConfig c = config_with(4, 64, 16, 4, 4);
+  c.check_invariants = true;
+  engine::Engine e(model, c);
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 8; ++i) {
+    requests.push_back(random_request(rng, i, model.config().vocab_size, 10, 30, 20));
+    requests.back().sampling.max_new_tokens = 20;
+    e.add_request(requests.back());
+  }
+  e.step();
+  e.step();  // some running with chunks in flight, some waiting
+  EXPECT_TRUE(e.abort(0));
+  EXPECT_TRUE(e.abort(7));
+  EXPECT_FALSE(e.abort(0)) << "an aborted request has left";
+  EXPECT_FALSE(e.abort(99));
+  e.run();
+  const auto outputs = e.take_outputs();
+  EXPECT_EQ(outputs.size(), 8u);
+  const auto reference = alone(model, requests);
+  for (const auto& o : outputs) {
+    if (o.id == 0 || o.id == 7) {
+      EXPECT_EQ(o.reason, engine::FinishReason::aborted);
+    } else {
+      EXPECT_EQ(o.tokens, reference.at(o.id)) << "request " << o.id;
+    }
+  }
+  EXPECT_EQ(e.blocks().num_free_blocks(), c.num_blocks);
+}
+
+TEST(Ch07Engine, StaticBatchingWaitsForItsSlowestRequest) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 8; ++i) {
+    requests.push_back(random_request(rng, i, model.config().vocab_size, 4, 8, 1));
+    requests.back().sampling.max_new_tokens = i == 0 ? 60 : 4;  // one slow request per batch of 4
+    if (i == 4) requests.back().sampling.max_new_tokens = 60;
+  }
+  EngineConfig c = config_with(16, 32, 128, 128, 4);
+  c.policy = engine::BatchingPolicy::static_batch;
+  c.record_steps = true;
+  c.check_invariants = true;
+  engine::Engine e(model, c);
+  for (const auto& r : requests) e.add_request(r);
+  e.run();
+  const auto outputs = e.take_outputs();
+  std::map<int64_t, engine::RequestOutput> by_id;
+  for (const auto& o : outputs) by_id[o.id] = o;
+  // max_seq_len 128 = 8 blocks reserved each: 4 requests per batch in 32 blocks; the second batch
+  // starts only after request 0's 60 tokens.
+  EXPECT_GE(by_id.at(5).metrics.first_scheduled, by_id.at(0).metrics.finish);
+  for (const auto& step : e.steps()) EXPECT_LE(step.ids.size(), 4u);
+  expect_same_tokens(by_id, alone(model, requests), "static batching");
+}
+
+TEST(Ch07Engine, ContinuousBatchingLetsRequestsJoinAtAnyStep) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 8; ++i) {
+    requests.push_back(random_request(rng, i, model.config().vocab_size, 4, 8, 1));
+    requests.back().sampling.max_new_tokens = (i == 0 || i == 4) ? 60 : 4;
+  }
+  EngineConfig c = config_with(16, 32, 128, 128, 4);
+  c.record_steps = true;
+  engine::Engine e(model, c);
+  for (const auto& r : requests) e.add_request(r);
+  e.run();
+  std::map<int64_t, engine::RequestOutput> by_id;
+  for (auto& o : e.take_outputs()) by_id[o.id] = o;
+  EXPECT_LT(by_id.at(5).metrics.first_scheduled, by_id.at(0).metrics.finish)
+      << "request 5 should start as soon as a short request leaves";
+}
+
+TEST(Ch07Engine, BadRequestsAreRefusedWithTheirReason) {
+  const auto& model = tiny_model();
+  engine::Engine e(model, config_with(4, 16, 32, 8, 4));
+  Request ok;
+  ok.id = 1;
+  ok.prompt = {1, 2, 3};
+  e.add_request(ok);
+  const auto refused = [&](Request r, const std::string& needle) {
+    try {
+      e.add_request(r);
+      ADD_FAILURE() << "accepted a request that should be refused for " << needle;
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
+    }
+  };
+  refused(ok, "already used");
+  Request r = ok;
+  r.id = 2;
+  r.prompt = {};
+  refused(r, "prompt.size()");
+  r.prompt = {1, 64};
+  refused(r, "prompt[1]");
+  r.prompt = {1};
+  r.sampling.max_new_tokens = 0;
+  refused(r, "max_new_tokens");
+  r.sampling.max_new_tokens = 100;  // 101 tokens > 16 blocks × 4 = 64
+  refused(r, "blocks needed");
+  r.sampling.max_new_tokens = 200;
+  refused(r, "max_seq_len");
+  r.sampling.max_new_tokens = 4;
+  r.sampling.temperature = 1.0f;
+  r.sampling.top_p = 0.0f;
+  refused(r, "top_p");
+}
+
+}  // namespace
+}  // namespace inferlab::testing
