@@ -94,15 +94,16 @@ class Tensor {
 /// Throws std::invalid_argument unless @p tensor has rank @p rank; @p name names it.
 template <class T>
 void check_rank(const Tensor<T>& tensor, int rank, std::string_view name) {
-  require(tensor.rank() == rank, std::string(name) + ".shape", to_string(tensor.shape()),
+  if (tensor.rank() == rank) return;  // the message is built only for a bad tensor
+  require(false, std::string(name) + ".shape", to_string(tensor.shape()),
           "must have " + std::to_string(rank) + " dimensions");
 }
 
 /// Throws std::invalid_argument unless @p tensor has exactly @p expected shape.
 template <class T>
 void check_shape(const Tensor<T>& tensor, const Shape& expected, std::string_view name) {
-  require(tensor.shape() == expected, std::string(name) + ".shape", to_string(tensor.shape()),
-          "must be " + to_string(expected));
+  if (tensor.shape() == expected) return;  // the message is built only for a bad tensor
+  require(false, std::string(name) + ".shape", to_string(tensor.shape()), "must be " + to_string(expected));
 }
 
 /// A copy of @p from with every element converted to @p To.

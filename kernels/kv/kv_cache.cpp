@@ -115,9 +115,10 @@ void KvCache::require_mapped(int64_t sequence, int64_t tokens, const char* what)
   if (!paged() || tokens <= 0) return;
   const int64_t needed = (tokens + paging_.block_size - 1) / paging_.block_size;
   for (int64_t i = 0; i < needed; ++i)
-    require(block_table_[size_t(sequence * max_blocks_per_seq_ + i)] >= 0, what, tokens,
-            "sequence " + std::to_string(sequence) + "'s logical block " + std::to_string(i) +
-                " has no physical block: map it first (set_block_table; the block pool allocates)");
+    if (block_table_[size_t(sequence * max_blocks_per_seq_ + i)] < 0)
+      require(false, what, tokens,
+              "sequence " + std::to_string(sequence) + "'s logical block " + std::to_string(i) +
+                  " has no physical block: map it first (set_block_table; the block pool allocates)");
 }
 
 void KvCache::set_block_table(int64_t sequence, std::span<const int32_t> blocks) {
@@ -438,8 +439,9 @@ void KvCache::check_slots(const Tensor<float>& k, const Tensor<float>& v, std::s
   std::vector<int64_t> sorted;
   for (size_t i = 0; i < slots.size(); ++i) {
     if (slots[i] == -1) continue;
-    require(slots[i] >= 0 && slots[i] < slots_per_layer(), "slots[" + std::to_string(i) + "]", slots[i],
-            "must be −1 (skip) or in [0, slots_per_layer = " + std::to_string(slots_per_layer()) + ")");
+    if (slots[i] < 0 || slots[i] >= slots_per_layer())  // messages are built only for a bad entry
+      require(false, "slots[" + std::to_string(i) + "]", slots[i],
+              "must be −1 (skip) or in [0, slots_per_layer = " + std::to_string(slots_per_layer()) + ")");
     sorted.push_back(slots[i]);
     for (int64_t g = 0; g < G; ++g) {
       require_finite(k.data() + (int64_t(i) * G + g) * d, d, "k", int64_t(i), g);
@@ -499,11 +501,11 @@ void KvCache::append(const Tensor<float>& k_new, const Tensor<float>& v_new) {
 void KvCache::set_lengths(const std::vector<int64_t>& lengths) {
   require(int64_t(lengths.size()) == shape_.batch, "lengths.size()", lengths.size(),
           "must equal batch = " + std::to_string(shape_.batch));
-  for (size_t b = 0; b < lengths.size(); ++b)
-    require(lengths[b] >= 0 && lengths[b] <= shape_.max_seq_len, "lengths[" + std::to_string(b) + "]", lengths[b],
-            "must be in [0, max_seq_len = " + std::to_string(shape_.max_seq_len) + "]");
-  for (size_t b = 0; b < lengths.size(); ++b)
-    require_mapped(int64_t(b), lengths[b], ("lengths[" + std::to_string(b) + "]").c_str());
+  for (size_t b = 0; b < lengths.size(); ++b)  // messages are built only for a bad entry
+    if (lengths[b] < 0 || lengths[b] > shape_.max_seq_len)
+      require(false, "lengths[" + std::to_string(b) + "]", lengths[b],
+              "must be in [0, max_seq_len = " + std::to_string(shape_.max_seq_len) + "]");
+  for (size_t b = 0; b < lengths.size(); ++b) require_mapped(int64_t(b), lengths[b], "lengths[b]");
   for (size_t b = 0; b < lengths.size(); ++b) lengths_[b] = int32_t(lengths[b]);
   poison_unused();
 }

@@ -81,9 +81,12 @@ void linear_cpu(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y
   check_linear(x, w, y);
   const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
   const int64_t tiles = (out + kTileOut - 1) / kTileOut;
+  // Threads only when there is work for them: waking them costs more than a tiny layer (a few
+  // microseconds — most of a 32-wide model's step). Which thread computes a tile changes nothing.
+  const bool parallel = rows * out * in >= (int64_t{1} << 18);
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int64_t r_end = std::min(rows, r0 + kRowBlock);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t o = t * kTileOut, outs = std::min(kTileOut, out - o);
       for (int64_t r = r0; r < r_end; r += kTileRows)

@@ -165,7 +165,11 @@ std::vector<Engine::Planned> Engine::plan() {
     const Sequence& s = sequence(id);
     running.push_back({id, int64_t(s.tokens.size()) - s.num_computed});
   }
-  for (const int64_t id : waiting_) waiting.push_back({id, int64_t(sequence(id).tokens.size())});
+  // Admissions stop at max_num_seqs: the planner never looks further down the queue.
+  for (const int64_t id : waiting_) {
+    if (int64_t(running.size() + waiting.size()) >= config_.max_num_seqs) break;
+    waiting.push_back({id, int64_t(sequence(id).tokens.size())});
+  }
   const StepLimits limits{config_.max_num_batched_tokens, config_.max_num_seqs, config_.chunk_size,
                           config_.chunked_prefill};
   for (const ScheduledChunk& c : plan_step(running, waiting, limits)) {

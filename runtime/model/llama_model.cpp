@@ -5,19 +5,72 @@
 //   att = prefill_with_cache(q, chunks, cache)     [T, dim]  (decode = chunks of 1)
 //   x  += att · woᵀ
 //   x  += swiglu(rms_norm(x) · w13ᵀ) · w2ᵀ
-// then the final norm and the output head on the logit tokens only.
+// then the final norm and the output head on the logit tokens only. The forward is written once;
+// the backend chooses the table of layer functions it calls (LayerKernels below).
 #include "runtime/model/llama_model.h"
 
 #include <algorithm>
 #include <numeric>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "common/check.h"
+#include "common/config.h"
+#include "kernels/kv/cuda_append.h"
+#include "kernels/layers/cuda_layers.h"
 #include "kernels/layers/layers.h"
+#include "kernels/paged/cuda_prefill_with_cache.h"
 #include "kernels/paged/prefill_with_cache.h"
 
 namespace inferlab::model {
+
+namespace {
+
+// The layer functions of one backend, with the CPU functions' signatures (layers.h,
+// KvCache::store_slots, prefill_with_cache_cpu with a layer): forward() calls these and nothing
+// else, so the cpu, sim and cuda forwards are one piece of code.
+struct LayerKernels {
+  void (*rms_norm)(const Tensor<float>& x, std::span<const float> weight, float eps, Tensor<float>& y);
+  void (*linear)(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y);
+  void (*rope)(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
+               std::span<const int64_t> positions, std::span<const float> cos_sin);
+  void (*swiglu)(const Tensor<float>& gate_up, Tensor<float>& out);
+  void (*store_kv)(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+                   int64_t layer);
+  void (*attention)(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
+                    int64_t layer, Tensor<float>& out);
+};
+
+constexpr LayerKernels kCpuKernels{
+    rms_norm_cpu, linear_cpu, rope_cpu, swiglu_cpu,
+    [](KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+       int64_t layer) { cache.store_slots(k, v, slots, layer); },
+    prefill_with_cache_cpu};  // the overload with a layer (chosen by the pointer's type)
+
+constexpr LayerKernels kSimKernels{sim::rms_norm_cuda,          sim::linear_cuda,
+                                   sim::rope_cuda,              sim::swiglu_cuda,
+                                   sim::kv_write_slots_cuda,    sim::prefill_with_cache_layer_cuda};
+
+#if INFERLAB_WITH_CUDA
+constexpr LayerKernels kCudaKernels{cuda::rms_norm_cuda,       cuda::linear_cuda,
+                                    cuda::rope_cuda,           cuda::swiglu_cuda,
+                                    cuda::kv_write_slots_cuda, cuda::prefill_with_cache_layer_cuda};
+#endif
+
+const LayerKernels& kernels_for(Backend backend) {
+  if (backend == Backend::cpu) return kCpuKernels;
+  require_available(backend);  // cuda: compiled with nvcc and a GPU present
+  if (backend == Backend::sim) return kSimKernels;
+#if INFERLAB_WITH_CUDA
+  return kCudaKernels;
+#else
+  throw std::logic_error("LlamaModel::forward: cuda reported available in a build without nvcc");
+#endif
+}
+
+}  // namespace
 
 LlamaModel::LlamaModel(LlamaWeights weights) : weights_(std::move(weights)) {
   const LlamaConfig& c = weights_.config;
@@ -49,19 +102,23 @@ void LlamaModel::check(const ForwardBatch& b, const KvCache& cache) const {
           "must equal Σ chunk_lengths = " + std::to_string(total));
   require(b.slots.size() == b.tokens.size(), "slots.size()", b.slots.size(),
           "must equal tokens.size() = " + std::to_string(b.tokens.size()));
+  // The messages are built only for a bad entry (this runs every step).
   for (size_t i = 0; i < b.tokens.size(); ++i)
-    require(b.tokens[i] >= 0 && b.tokens[i] < c.vocab_size, "tokens[" + std::to_string(i) + "]", b.tokens[i],
-            "must be a token id in [0, vocab_size = " + std::to_string(c.vocab_size) + ")");
+    if (b.tokens[i] < 0 || b.tokens[i] >= c.vocab_size)
+      require(false, "tokens[" + std::to_string(i) + "]", b.tokens[i],
+              "must be a token id in [0, vocab_size = " + std::to_string(c.vocab_size) + ")");
   for (size_t r = 0; r < b.lengths.size(); ++r)
-    require(b.lengths[r] <= c.max_seq_len, "lengths[" + std::to_string(r) + "]", b.lengths[r],
-            "exceeds the model's max_seq_len = " + std::to_string(c.max_seq_len));
+    if (b.lengths[r] > c.max_seq_len)
+      require(false, "lengths[" + std::to_string(r) + "]", b.lengths[r],
+              "exceeds the model's max_seq_len = " + std::to_string(c.max_seq_len));
   for (size_t i = 0; i < b.logit_tokens.size(); ++i)
-    require(b.logit_tokens[i] >= 0 && b.logit_tokens[i] < int64_t(b.tokens.size()),
-            "logit_tokens[" + std::to_string(i) + "]", b.logit_tokens[i],
-            "must index tokens (size " + std::to_string(b.tokens.size()) + ")");
+    if (b.logit_tokens[i] < 0 || b.logit_tokens[i] >= int64_t(b.tokens.size()))
+      require(false, "logit_tokens[" + std::to_string(i) + "]", b.logit_tokens[i],
+              "must index tokens (size " + std::to_string(b.tokens.size()) + ")");
 }
 
-Tensor<float> LlamaModel::forward(const ForwardBatch& batch, KvCache& cache) const {
+Tensor<float> LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, Backend backend) const {
+  const LayerKernels& run = kernels_for(backend);
   check(batch, cache);
   const LlamaConfig& c = config();
   const int64_t T = int64_t(batch.tokens.size()), dim = c.dim, kv = c.kv_dim(), d = c.head_dim();
@@ -81,35 +138,35 @@ Tensor<float> LlamaModel::forward(const ForwardBatch& batch, KvCache& cache) con
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LlamaLayerWeights& w = weights_.layers[size_t(l)];
-    rms_norm_cpu(x, w.attention_norm, c.norm_eps, xn);
-    linear_cpu(xn, w.wqkv, qkv);
-    rope_cpu(qkv.data(), T, qkv_width, H, d, positions, rope_);            // q
-    rope_cpu(qkv.data() + dim, T, qkv_width, G, d, positions, rope_);      // k
+    run.rms_norm(x, w.attention_norm, c.norm_eps, xn);
+    run.linear(xn, w.wqkv, qkv);
+    run.rope(qkv.data(), T, qkv_width, H, d, positions, rope_);            // q
+    run.rope(qkv.data() + dim, T, qkv_width, G, d, positions, rope_);      // k
     for (int64_t t = 0; t < T; ++t) {
       const float* row = qkv.data() + t * qkv_width;
       std::copy_n(row, dim, q.data() + t * dim);
       std::copy_n(row + dim, kv, k.data() + t * kv);
       std::copy_n(row + dim + kv, kv, v.data() + t * kv);
     }
-    cache.store_slots(k, v, batch.slots, l);
+    run.store_kv(cache, k, v, batch.slots, l);
     att.reshape({T, H, d});
-    prefill_with_cache_cpu(q, batch.chunk_lengths, cache, l, att);
+    run.attention(q, batch.chunk_lengths, cache, l, att);
     att.reshape({T, dim});  // the heads side by side: the output projection's input rows
-    linear_cpu(att, w.wo, proj);
+    run.linear(att, w.wo, proj);
     for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
 
-    rms_norm_cpu(x, w.ffn_norm, c.norm_eps, xn);
-    linear_cpu(xn, w.w13, gate_up);
-    swiglu_cpu(gate_up, hidden);
-    linear_cpu(hidden, w.w2, proj);
+    run.rms_norm(x, w.ffn_norm, c.norm_eps, xn);
+    run.linear(xn, w.w13, gate_up);
+    run.swiglu(gate_up, hidden);
+    run.linear(hidden, w.w2, proj);
     for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
   }
 
   const int64_t n = int64_t(batch.logit_tokens.size());
   Tensor<float> last({n, dim}), last_norm({n, dim}), logits({n, c.vocab_size});
   for (int64_t i = 0; i < n; ++i) std::copy_n(x.data() + batch.logit_tokens[size_t(i)] * dim, dim, last.data() + i * dim);
-  rms_norm_cpu(last, weights_.final_norm, c.norm_eps, last_norm);
-  linear_cpu(last_norm, weights_.output_head(), logits);
+  run.rms_norm(last, weights_.final_norm, c.norm_eps, last_norm);
+  run.linear(last_norm, weights_.output_head(), logits);
   return logits;
 }
 

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <set>
 
 #include "tests/support/seeded.h"
 #include "tests/07-continuous-batching/engine_fixture.h"
@@ -257,6 +259,60 @@ TEST(Ch07Engine, BadRequestsAreRefusedWithTheirReason) {
   r.sampling.temperature = 1.0f;
   r.sampling.top_p = 0.0f;
   refused(r, "top_p");
+}
+
+}  // namespace
+}  // namespace inferlab::testing
+
+namespace inferlab::testing {
+namespace {
+
+// 10 000 requests with Poisson arrivals, random lengths, random aborts and a pool far too small
+// for them all: every request leaves exactly once (finished or aborted), the block manager's
+// invariants hold after every step, the pool is entirely free at the end, and every finished
+// request's tokens equal the same request run alone.
+TEST(Ch07Engine, StressTenThousandRequestsWithAbortsAndATinyPool) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  constexpr int64_t kRequests = 10000;
+  EngineConfig c = config_with(4, 48, 32, 8, 12);  // 192 tokens of KV for up to 12 sequences
+  c.check_invariants = true;
+  engine::Engine e(model, c);
+  std::vector<Request> requests;
+  double t = 0.0;
+  for (int64_t i = 0; i < kRequests; ++i) {
+    Request r = random_request(rng, i, model.config().vocab_size, 1, 24, 12, /*sampled=*/i % 5 == 0);
+    t += -std::log(1.0 - rng.uniform(0.0f, 0.999f)) * 0.0015;  // Poisson, ~670 requests per simulated second
+    r.arrival = t;
+    requests.push_back(r);
+    e.add_request(r);
+  }
+  std::set<int64_t> aborted;
+  int64_t steps = 0;
+  while (e.step()) {
+    if (++steps % 7 == 0) {  // abort a random request now and then: pending, waiting or running
+      const int64_t id = rng.integer(0, kRequests - 1);
+      if (e.abort(id)) aborted.insert(id);
+    }
+  }
+  EXPECT_GT(e.stats().preemptions, 0) << "the pool was meant to run out";
+  EXPECT_EQ(e.blocks().num_free_blocks(), c.num_blocks);
+  const auto outputs = e.take_outputs();
+  ASSERT_EQ(int64_t(outputs.size()), kRequests);
+  std::set<int64_t> seen;
+  int64_t checked = 0;
+  for (const auto& o : outputs) {
+    ASSERT_TRUE(seen.insert(o.id).second) << "request " << o.id << " left twice";
+    const Request& r = requests[size_t(o.id)];
+    if (aborted.contains(o.id)) {
+      EXPECT_EQ(o.reason, engine::FinishReason::aborted) << "request " << o.id;
+      continue;
+    }
+    ASSERT_NE(o.reason, engine::FinishReason::aborted) << "request " << o.id << " was never aborted";
+    ASSERT_EQ(o.tokens, engine::generate_alone(model, r).tokens) << "request " << o.id << " differs from running alone";
+    ++checked;
+  }
+  EXPECT_GT(checked, kRequests / 2);
 }
 
 }  // namespace
