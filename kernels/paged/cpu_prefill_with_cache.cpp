@@ -86,8 +86,13 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
                    const std::vector<Item>& items, Tensor<float>& out) {
   const int64_t d = s.head_dim, group = s.group_size(), d_pad = simd::round_up(d, kLanes);
   const int64_t max_rows = kTileTokens * group;
+  // Threads only when there is work for them: a small model's decode step is a few thousand
+  // multiply-adds, less than waking a thread costs. Which thread runs an item changes nothing.
+  int64_t work = 0;  // query rows × keys they see, roughly
+  for (const Item& item : items)
+    work += item.tokens * group * (s.token_position[size_t(item.first_token)] + item.tokens) * d;
 
-#pragma omp parallel
+#pragma omp parallel if (work >= (int64_t{1} << 18))
   {
     GroupScratch shared_scratch(max_rows, d_pad, kPieceKeys), token_scratch(group, d_pad, kPieceKeys);
     std::vector<float> q_tile(size_t(max_rows * d));

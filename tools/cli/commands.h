@@ -22,5 +22,8 @@ int versions(const std::vector<std::string>& args);
 /// `inferlab analyze [--model M] [--device D] [--batch B] [--context L] [--prompt P] [--weights W] [--kv K]
 /// [--json] | --list | --audit [--markdown]`: the analytic calculator (runtime/analysis).
 int analyze(const std::vector<std::string>& args);
+/// `inferlab generate --model M (--prompt-ids IDS | --trace FILE) [options]`: token generation on a
+/// Llama model (chapter 07) — one prompt, or a JSON-lines trace through the serving engine.
+int generate(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

@@ -29,6 +29,10 @@ const char* kUsage = R"(usage: inferlab <command> [options]
           [--weights fp16|bf16|fp8|int8|int4] [--kv fp16|bf16|fp8|int8] [--json]
                             KV-cache size, FLOPs, bytes, AI and time floors of prefill and decode
   analyze --list | --audit  the built-in models and devices | the source article's figures, audited
+  generate --model models/stories260K.bin --prompt-ids 1 [--max-new-tokens N] [--greedy] [--ids]
+                            generate token ids on a Llama model (llama2.c checkpoint or random:<preset>)
+  generate --model M --trace FILE.jsonl [--out metrics.json] [--policy continuous|static] …
+                            replay a request trace through the serving engine (generate --help)
   help                      this text
 
 The ./inferlab launcher at the top of the source tree also offers: test, grade, bench, docs.
@@ -44,6 +48,7 @@ int main(int argc, char** argv) {
       {"decode", inferlab::cli::decode},
       {"versions", inferlab::cli::versions},
       {"analyze", inferlab::cli::analyze},
+      {"generate", inferlab::cli::generate},
   };
   if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
     std::cout << kUsage;

@@ -1,0 +1,72 @@
+#include "runtime/engine/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+namespace inferlab::engine {
+
+Percentiles percentiles(std::vector<double> values) {
+  Percentiles p;
+  p.count = int64_t(values.size());
+  if (values.empty()) return p;
+  std::sort(values.begin(), values.end());
+  const auto rank = [&](double q) {  // nearest rank: the smallest value with ≥ q% at or below it
+    const auto k = size_t(std::max(1.0, std::ceil(q / 100.0 * double(values.size()))));
+    return values[k - 1];
+  };
+  p.p50 = rank(50.0);
+  p.p99 = rank(99.0);
+  p.mean = std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
+  return p;
+}
+
+ServingSummary summarize(std::span<const RequestOutput> outputs) {
+  ServingSummary s;
+  s.requests = int64_t(outputs.size());
+  std::vector<double> ttft, tpot, latency;
+  double first = std::numeric_limits<double>::infinity(), last = 0.0;
+  for (const RequestOutput& o : outputs) {
+    const RequestMetrics& m = o.metrics;
+    s.generated_tokens += int64_t(o.tokens.size());
+    s.preemptions += m.preemptions;
+    first = std::min(first, m.arrival);
+    last = std::max(last, m.finish);
+    if (m.ttft() >= 0) ttft.push_back(m.ttft());
+    if (m.tpot() >= 0) tpot.push_back(m.tpot());
+    if (o.reason != FinishReason::aborted) {
+      ++s.finished;
+      latency.push_back(m.latency());
+    }
+  }
+  s.makespan = outputs.empty() ? 0.0 : last - first;
+  s.tokens_per_second = s.makespan > 0 ? double(s.generated_tokens) / s.makespan : 0.0;
+  s.ttft = percentiles(std::move(ttft));
+  s.tpot = percentiles(std::move(tpot));
+  s.latency = percentiles(std::move(latency));
+  return s;
+}
+
+namespace {
+std::string json(const Percentiles& p) {
+  std::ostringstream o;
+  o.precision(9);
+  o << "{\"p50\": " << p.p50 << ", \"p99\": " << p.p99 << ", \"mean\": " << p.mean << ", \"count\": " << p.count << "}";
+  return o.str();
+}
+}  // namespace
+
+std::string to_json(const ServingSummary& s) {
+  std::ostringstream o;
+  o.precision(9);
+  o << "{\"requests\": " << s.requests << ", \"finished\": " << s.finished
+    << ", \"generated_tokens\": " << s.generated_tokens << ", \"makespan_s\": " << s.makespan
+    << ", \"tokens_per_s\": " << s.tokens_per_second << ", \"ttft_s\": " << json(s.ttft)
+    << ", \"tpot_s\": " << json(s.tpot) << ", \"latency_s\": " << json(s.latency)
+    << ", \"preemptions\": " << s.preemptions << "}";
+  return o.str();
+}
+
+}  // namespace inferlab::engine

@@ -1,0 +1,44 @@
+#pragma once
+/// @file metrics.h
+/// Serving metrics over a run's outputs (chapter 07), as `vllm bench serve` defines them:
+/// throughput = generated tokens / makespan; TTFT = first token − arrival; TPOT = (finish −
+/// first token) / (tokens − 1) per request; end-to-end latency. Percentiles by nearest rank.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/engine/request.h"
+
+namespace inferlab::engine {
+
+/// p50 / p99 / mean of one metric.
+struct Percentiles {
+  double p50 = 0.0, p99 = 0.0, mean = 0.0;  ///< seconds
+  int64_t count = 0;                        ///< requests it is over
+};
+
+/// The summary of a run.
+struct ServingSummary {
+  int64_t requests = 0;          ///< outputs summarized
+  int64_t finished = 0;          ///< not aborted
+  int64_t generated_tokens = 0;  ///< Σ generated tokens
+  double makespan = 0.0;         ///< last finish − first arrival (seconds)
+  double tokens_per_second = 0.0;  ///< generated_tokens / makespan
+  Percentiles ttft;              ///< over requests with a token
+  Percentiles tpot;              ///< over requests with ≥ 2 tokens
+  Percentiles latency;           ///< end to end, finished requests
+  int64_t preemptions = 0;       ///< Σ over requests
+};
+
+/// Nearest-rank percentile @p p ∈ [0, 100] of @p values, their mean and count (zeros when empty).
+Percentiles percentiles(std::vector<double> values);
+
+/// Summarizes @p outputs.
+ServingSummary summarize(std::span<const RequestOutput> outputs);
+
+/// The summary as one JSON object (no trailing newline).
+std::string to_json(const ServingSummary& summary);
+
+}  // namespace inferlab::engine

@@ -1,0 +1,179 @@
+// `inferlab generate` (chapter 07): text generation as token ids on a Llama model — one prompt
+// (run alone, or through the engine), or a JSON-lines trace of requests replayed through the
+// serving engine with per-request metrics written as JSON.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "common/check.h"
+#include "runtime/engine/engine.h"
+#include "runtime/engine/metrics.h"
+#include "runtime/engine/trace.h"
+#include "runtime/model/llama_model.h"
+#include "tools/cli/args.h"
+#include "tools/cli/commands.h"
+
+namespace inferlab::cli {
+namespace {
+
+const char* kGenerateUsage = R"(usage: inferlab generate --model M (--prompt-ids IDS | --trace FILE) [options]
+
+  --model M               models/stories260K.bin (a llama2.c checkpoint) or random:<preset>[,key=value…]
+                          (presets tiny, stories260K, bench; keys dim, hidden, layers, heads, kv_heads,
+                          vocab, seq_len, seed, tied)
+  --prompt-ids IDS        the prompt as comma- or space-separated token ids (1 = BOS)
+  --max-new-tokens N      tokens to generate (default 16)
+  --greedy                the first maximum each step (the default; --temperature 0 is the same)
+  --temperature T, --top-p P, --seed S   sample instead (nucleus sampling with the request's own seed)
+  --stop-ids IDS          stop after generating one of these
+  --ids                   print only the generated ids, space-separated, on one line
+  --trace FILE            replay a JSON-lines request file (one object per line: arrival, prompt_ids or
+                          prompt_len, max_new_tokens[, id, temperature, top_p, seed, stop_ids])
+  --out FILE              with --trace: write per-request metrics as JSON (default: stdout)
+  engine options (for --trace, or to run one prompt through the engine with --engine):
+  --policy continuous|static   --block-size N (16)   --num-blocks N (256)   --max-seqs N (16)
+  --budget N (max tokens per step, 256)   --chunk N (256)   --no-chunking   --no-prefix-caching
+  --max-seq-len N (the model's)   --simulated-clock
+)";
+
+int64_t integer(const Args& args, const std::string& name, int64_t fallback) {
+  if (!args.has(name)) return fallback;
+  const std::string text = args.required(name);
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  require(used == text.size() && !text.empty(), "--" + name, text, "must be an integer");
+  return value;
+}
+
+double real(const Args& args, const std::string& name, double fallback) {
+  if (!args.has(name)) return fallback;
+  const std::string text = args.required(name);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  require(used == text.size() && !text.empty(), "--" + name, text, "must be a number");
+  return value;
+}
+
+std::vector<int32_t> id_list(const std::string& name, const std::string& text) {
+  std::string spaced = text;
+  for (char& c : spaced)
+    if (c == ',') c = ' ';
+  std::istringstream in(spaced);
+  std::vector<int32_t> out;
+  std::string item;
+  while (in >> item) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    require(used == item.size() && v >= 0 && v <= INT32_MAX, "--" + name, item, "must be a list of token ids");
+    out.push_back(int32_t(v));
+  }
+  return out;
+}
+
+engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m) {
+  engine::EngineConfig c;
+  const std::string policy = args.get_or("policy", "continuous");
+  require(policy == "continuous" || policy == "static", "--policy", policy, "must be continuous or static");
+  c.policy = policy == "static" ? engine::BatchingPolicy::static_batch : engine::BatchingPolicy::continuous;
+  c.block_size = integer(args, "block-size", 16);
+  c.num_blocks = integer(args, "num-blocks", 256);
+  c.max_num_seqs = integer(args, "max-seqs", 16);
+  c.max_num_batched_tokens = integer(args, "budget", 256);
+  c.chunk_size = integer(args, "chunk", 256);
+  c.chunked_prefill = !args.has("no-chunking");
+  c.prefix_caching = !args.has("no-prefix-caching");
+  c.max_seq_len = integer(args, "max-seq-len", m.config().max_seq_len);
+  if (!c.chunked_prefill && !args.has("budget")) c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_seq_len);
+  c.clock = args.has("simulated-clock") ? engine::ClockMode::simulated : engine::ClockMode::real;
+  return c;
+}
+
+int replay(const Args& args, const model::LlamaModel& m) {
+  const std::string path = args.required("trace");
+  std::ifstream in(path);
+  require(bool(in), "--trace", path, "cannot be opened");
+  const auto requests = engine::read_trace(in, m.config().vocab_size, uint64_t(integer(args, "seed", 0)));
+  const engine::EngineConfig config = engine_config(args, m);
+  engine::Engine e(m, config);
+  for (const auto& r : requests) e.add_request(r);
+  int64_t last_report = 0;
+  e.run([&](const engine::Engine& running) {  // progress on stderr every 1000 steps
+    if (running.stats().steps - last_report < 1000) return;
+    last_report = running.stats().steps;
+    std::cerr << "  step " << running.stats().steps << ": " << running.outputs().size() << "/" << requests.size()
+              << " requests done, " << running.num_running() << " running, " << running.num_waiting() << " waiting\n";
+  });
+  const auto outputs = e.take_outputs();
+  if (args.has("out")) {
+    std::ofstream out(args.required("out"));
+    require(bool(out), "--out", args.required("out"), "cannot be written");
+    engine::write_run_json(out, config, e.stats(), outputs);
+    const engine::ServingSummary s = engine::summarize(outputs);
+    std::cout << requests.size() << " requests, " << s.generated_tokens << " tokens in " << s.makespan << " s ("
+              << s.tokens_per_second << " tokens/s, " << to_string(config.policy) << "); metrics in "
+              << args.required("out") << "\n";
+  } else {
+    engine::write_run_json(std::cout, config, e.stats(), outputs);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int generate(const std::vector<std::string>& argv) {
+  const Args args(argv, {"greedy", "ids", "no-chunking", "no-prefix-caching", "simulated-clock", "engine", "help"});
+  if (args.has("help")) {
+    std::cout << kGenerateUsage;
+    return 0;
+  }
+  args.check_known({"model", "prompt-ids", "max-new-tokens", "greedy", "temperature", "top-p", "seed", "stop-ids",
+                    "ids", "trace", "out", "policy", "block-size", "num-blocks", "max-seqs", "budget", "chunk",
+                    "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "engine", "help"});
+  const model::LlamaModel m(model::load_model(args.required("model")));
+  if (args.has("trace")) return replay(args, m);
+
+  engine::Request r;
+  r.id = 0;
+  r.prompt = id_list("prompt-ids", args.required("prompt-ids"));
+  r.sampling.max_new_tokens = integer(args, "max-new-tokens", 16);
+  r.sampling.temperature = args.has("greedy") ? 0.0f : float(real(args, "temperature", 0.0));
+  r.sampling.top_p = float(real(args, "top-p", 1.0));
+  r.sampling.seed = uint64_t(integer(args, "seed", 0));
+  if (args.has("stop-ids")) r.sampling.stop_ids = id_list("stop-ids", args.required("stop-ids"));
+  for (const int32_t id : r.prompt)
+    require(id < m.config().vocab_size, "--prompt-ids", id,
+            "is not a token id of this model (vocab " + std::to_string(m.config().vocab_size) + ")");
+  engine::RequestOutput out;
+  if (args.has("engine")) {
+    engine::Engine e(m, engine_config(args, m));
+    e.add_request(r);
+    e.run();
+    out = e.take_outputs().at(0);
+  } else {
+    out = engine::generate_alone(m, r);
+  }
+  if (!args.has("ids")) std::cout << "model: " << m.config().describe() << "\n" << "generated " << out.tokens.size()
+                                  << " tokens (" << to_string(out.reason) << "):\n";
+  for (size_t i = 0; i < out.tokens.size(); ++i) std::cout << (i ? " " : "") << out.tokens[i];
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace inferlab::cli
