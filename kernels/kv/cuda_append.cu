@@ -90,13 +90,14 @@ void write_on_device(const KvCacheShape& s, const Tensor<float>& k, const Tensor
   check_cuda(cudaDeviceSynchronize(), name);
 }
 
-// Writes token i of k and v at slot slots[i] of layer 0 of @p cache (checked by the caller).
+// Writes token i of k and v at slot slots[i] of layer @p layer of @p cache (checked by the caller).
 template <class T>
-void write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots) {
+void write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+                int64_t layer) {
   DeviceKvCache device_cache(cache);
-  device_cache.with_rows<T>(0, [&](const auto& rows) {
+  device_cache.with_rows<T>(layer, [&](const auto& rows) {
     using Layout = std::decay_t<decltype(rows.layout)>;
-    const KvSlots<T, float, Layout> target = device_cache.slots<T, float, Layout>();
+    const KvSlots<T, float, Layout> target = device_cache.slots<T, float, Layout>(layer);
     write_on_device(cache.shape(), k, v, slots, "cuda/append",
                     [&](dim3 grid, const float* k_device, const float* v_device, const int64_t* slots_device) {
                       return simt::launch(kv_write_kernel<T, Layout>, grid, dim3(kAppendThreads), 0, nullptr, target,
@@ -109,7 +110,7 @@ void write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, 
 template <class T>
 void append_host(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
   cache.check_append(k_new, v_new);  // a full sequence throws here, before anything is written
-  write_host<T>(cache, k_new, v_new, cache.append_slots());
+  write_host<T>(cache, k_new, v_new, cache.append_slots(), 0);
   cache.commit_append();
 }
 
@@ -205,18 +206,19 @@ __global__ void int8_write_kernel(KvSlots<int8_t, S, Layout> cache, const float*
   }
 }
 
-// Quantizes token i of k and v into slot slots[i] of layer 0 of @p cache (checked by the caller).
+// Quantizes token i of k and v into slot slots[i] of layer @p layer of @p cache (checked by the caller).
 template <class S>
-void int8_write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots) {
+void int8_write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+                     int64_t layer) {
   const KvCacheShape& s = cache.shape();
   DeviceKvCache device_cache(cache);
   const size_t items = std::max<size_t>(1, slots.size() * size_t(s.num_kv_heads));
   DeviceBuffer<int> status(items), saturated(1);
   check_cuda(cudaMemset(status.data(), 0, items * sizeof(int)), "cudaMemset (status)");
   check_cuda(cudaMemset(saturated.data(), 0, sizeof(int)), "cudaMemset (saturated)");
-  device_cache.with_rows<int8_t, S>(0, [&](const auto& rows) {
+  device_cache.with_rows<int8_t, S>(layer, [&](const auto& rows) {
     using Layout = std::decay_t<decltype(rows.layout)>;
-    const KvSlots<int8_t, S, Layout> target = device_cache.slots<int8_t, S, Layout>();
+    const KvSlots<int8_t, S, Layout> target = device_cache.slots<int8_t, S, Layout>(layer);
     write_on_device(s, k, v, slots, "cuda/append_int8",
                     [&](dim3 grid, const float* k_device, const float* v_device, const int64_t* slots_device) {
                       return simt::launch(int8_write_kernel<S, Layout>, grid, dim3(kAppendThreads), 0, nullptr,
@@ -240,7 +242,7 @@ void int8_write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>
 template <class S>
 void int8_append_host(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
   cache.check_append(k_new, v_new);  // full sequence or NaN/Inf: throws before anything is written
-  int8_write_host<S>(cache, k_new, v_new, cache.append_slots());
+  int8_write_host<S>(cache, k_new, v_new, cache.append_slots(), 0);
   cache.commit_append();
 }
 
@@ -255,18 +257,18 @@ void int8_append_cuda(KvCache& cache, const Tensor<float>& k_new, const Tensor<f
 }
 
 void kv_write_slots_cuda(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v,
-                         std::span<const int64_t> slots) {
-  require(cache.shape().num_layers == 1, "num_layers", cache.shape().num_layers,
-          "the device slot write fills a one-layer cache");
+                         std::span<const int64_t> slots, int64_t layer) {
+  require(layer >= 0 && layer < cache.shape().num_layers, "layer", layer,
+          "must be in [0, num_layers = " + std::to_string(cache.shape().num_layers) + ")");
   cache.check_slots(k, v, slots);  // shapes, range, duplicates, finiteness: before anything is written
   switch (cache.dtype()) {
     case KvDtype::fp32:
-      return write_host<float>(cache, k, v, slots);
+      return write_host<float>(cache, k, v, slots, layer);
     case KvDtype::fp16:
-      return write_host<__half>(cache, k, v, slots);
+      return write_host<__half>(cache, k, v, slots, layer);
     case KvDtype::int8:
-      if (cache.format().scale_dtype == ScaleDtype::fp16) return int8_write_host<__half>(cache, k, v, slots);
-      return int8_write_host<float>(cache, k, v, slots);
+      if (cache.format().scale_dtype == ScaleDtype::fp16) return int8_write_host<__half>(cache, k, v, slots, layer);
+      return int8_write_host<float>(cache, k, v, slots, layer);
     case KvDtype::fp8:
       break;
   }

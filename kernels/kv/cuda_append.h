@@ -22,10 +22,11 @@
      head, nothing written. */                                                                      \
   void int8_append_cuda(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new);   \
   /* cuda/write_slots (chapter 06, vLLM's reshape_and_cache): token i of k, v [num_tokens,        \
-     num_kv_heads, head_dim] into slot slots[i] (−1: skipped) of a one-layer fp32, fp16 or INT8  \
-     cache, either layout; lengths unchanged. Checked by KvCache::check_slots first. */            \
+     num_kv_heads, head_dim] into slot slots[i] (−1: skipped) of layer `layer` (chapter 07's      \
+     model: one call per layer) of an fp32, fp16 or INT8 cache, either layout; lengths unchanged.  \
+     Checked by KvCache::check_slots first. */                                                     \
   void kv_write_slots_cuda(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v,         \
-                           std::span<const int64_t> slots);                                        \
+                           std::span<const int64_t> slots, int64_t layer = 0);                     \
   }
 
 /// @cond INTERNAL

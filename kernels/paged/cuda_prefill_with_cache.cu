@@ -40,7 +40,7 @@ struct ChunkRows : Base {
 
 template <class T>
 void prefill_host(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
-                  Tensor<float>& out) {
+                  int64_t layer, Tensor<float>& out) {
   const ChunkShape s = chunk_shape(q, chunk_lengths, cache);
   check_shape(out, q.shape(), "out");
   if (s.num_tokens == 0) return;
@@ -57,7 +57,7 @@ void prefill_host(const Tensor<float>& q, const std::vector<int64_t>& chunk_leng
   const DecodeShape as_decode{s.num_tokens, s.num_heads, s.num_kv_heads, cache.shape().max_seq_len, s.head_dim};
   constexpr int kVectorWidth = sizeof(T) == 4 ? 4 : 8;  // 16-byte loads
   decode_on_host_tensors(q, out, "cuda/prefill_with_cache", [&](const float* q_device, float* out_device) {
-    device_cache.with_rows<T>(0, [&](const auto& cache_rows) {
+    device_cache.with_rows<T>(layer, [&](const auto& cache_rows) {
       using Layout = std::decay_t<decltype(cache_rows.layout)>;
       using Rows = ChunkRows<CachedRows<T, Layout>>;
       Rows rows;
@@ -72,13 +72,20 @@ void prefill_host(const Tensor<float>& q, const std::vector<int64_t>& chunk_leng
 
 }  // namespace
 
+void prefill_with_cache_layer_cuda(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths,
+                                   const KvCache& cache, int64_t layer, Tensor<float>& out) {
+  require(layer >= 0 && layer < cache.shape().num_layers, "layer", layer,
+          "must be in [0, num_layers = " + std::to_string(cache.shape().num_layers) + ")");
+  if (cache.dtype() == KvDtype::fp16) {
+    prefill_host<__half>(q, chunk_lengths, cache, layer, out);
+  } else {
+    prefill_host<float>(q, chunk_lengths, cache, layer, out);  // rows<float>() refuses any other format
+  }
+}
+
 void prefill_with_cache_cuda(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                              Tensor<float>& out) {
-  if (cache.dtype() == KvDtype::fp16) {
-    prefill_host<__half>(q, chunk_lengths, cache, out);
-  } else {
-    prefill_host<float>(q, chunk_lengths, cache, out);  // rows<float>() refuses any other format
-  }
+  prefill_with_cache_layer_cuda(q, chunk_lengths, cache, 0, out);
 }
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

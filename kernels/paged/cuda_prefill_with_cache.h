@@ -17,6 +17,11 @@
      (query head, query token), keys 0..position through the cache's layout. fp32 or fp16 cache. */          \
   void prefill_with_cache_cuda(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths,             \
                                const KvCache& cache, Tensor<float>& out);                                     \
+  /* The same over layer `layer` of the cache (chapter 07's model, once per layer; the function above is     \
+     layer 0). A name of its own, not an overload: registry rows (paged/versions.cpp) take the 4-argument    \
+     function by name into a std::function, which an overload set would make ambiguous. */                  \
+  void prefill_with_cache_layer_cuda(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths,       \
+                                     const KvCache& cache, int64_t layer, Tensor<float>& out);                \
   }
 
 /// @cond INTERNAL

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/backend.h"
 #include "common/cost.h"
 #include "common/tensor.h"
 #include "kernels/kv/kv_cache.h"
@@ -59,7 +60,17 @@ class LlamaModel {
   /// the new lengths (the engine's job). Throws std::invalid_argument naming a bad field: sizes
   /// that disagree, a token id outside the vocabulary, a position past max_seq_len, a cache of
   /// another shape.
-  Tensor<float> forward(const ForwardBatch& batch, KvCache& cache) const;
+  ///
+  /// @p backend picks the layer functions, not the structure (one forward for all): cpu runs
+  /// layers.h's batch-invariant CPU layers and cpu/prefill_with_cache; sim and cuda run their
+  /// CUDA twins — linear_cuda (cuBLAS), rms_norm_cuda, rope_cuda, swiglu_cuda
+  /// (kernels/layers/cuda_layers.h), kv_write_slots_cuda and prefill_with_cache_layer_cuda — each
+  /// with host tensors in and out (the residual adds and the q/k/v split stay on the host). The
+  /// device forward sums in other orders: its logits match the cpu's to fp32 rounding, not bit
+  /// for bit, and it is not batch-invariant (cuBLAS may choose its GEMM by the sizes). Throws
+  /// std::invalid_argument when @p backend is unavailable here (require_available) and
+  /// std::logic_error for a cache format the device kernels do not handle (fp32 and fp16 do).
+  Tensor<float> forward(const ForwardBatch& batch, KvCache& cache, Backend backend = Backend::cpu) const;
 
   /// FLOPs and bytes of one forward over @p batch (without running it): every weight matrix once
   /// (fp32), the GEMMs' 2·tokens·parameters FLOPs, attention's 4·head_dim FLOPs per (query head,

@@ -1,0 +1,375 @@
+// Chapter 07: the model's forward on the device backends (built for sim and cuda; the cuda build
+// skips without a GPU). Two levels:
+//   1. each device layer (kernels/layers/cuda_layers.h) against a float64 oracle on odd shapes,
+//      outputs poisoned first; the device KV write and attention on a layer other than 0;
+//   2. LlamaModel::forward(…, backend) of a small random model on a paged cache against the cpu
+//      forward: a mixed batch (prompt chunks next to a decode token) and a greedy generation.
+// The device forward is not bit-identical to the cpu's: cuBLAS (on sim: the emulator's CPU GEMM)
+// and the kernels sum in other orders than linear_cpu and cpu/prefill_with_cache. Its logits are
+// held to the fp32 tolerance against the cpu's, and greedy tokens must agree wherever the cpu's
+// top-2 margin is larger than what that tolerance lets the two logits move.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/compare.h"
+#include "common/config.h"
+#include "common/tolerance.h"
+#include "kernels/kv/cuda_append.h"
+#include "kernels/kv/kv_cache.h"
+#include "kernels/layers/cuda_layers.h"
+#include "kernels/layers/layers.h"
+#include "kernels/paged/cuda_prefill_with_cache.h"
+#include "kernels/paged/prefill_with_cache.h"
+#include "runtime/model/llama_config.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/model/llama_weights.h"
+#include "tests/support/seeded.h"
+#include "tests/support/test_backend.h"
+
+namespace inferlab {
+namespace {
+
+using testing::kTestBackend;
+
+// The entry points of the backend under test. A cuda build without nvcc has no cuda:: symbols;
+// its tests skip before calling anything (INFERLAB_SKIP_WITHOUT_BACKEND), so it names sim's.
+#if defined(INFERLAB_TEST_BACKEND_CUDA) && INFERLAB_WITH_CUDA
+namespace device = ::inferlab::cuda;
+#else
+namespace device = ::inferlab::sim;
+#endif
+
+constexpr int64_t kRows[] = {1, 2, 7, 31, 37};
+constexpr int64_t kWidths[] = {33, 172};
+
+// ---- 1. the layers ----
+
+TEST(ModelBackends, LinearMatchesTheFloat64Product) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  for (const int64_t rows : kRows)
+    for (const int64_t in : kWidths)
+      for (const int64_t out : {int64_t{1}, int64_t{33}, int64_t{172}}) {
+        const Tensor<float> x = rng.normal_tensor({rows, in}), w = rng.normal_tensor({out, in}, 0.0f, 0.1f);
+        Tensor<float> y({rows, out});
+        y.poison();
+        device::linear_cuda(x, w, y);
+        Tensor<double> ref({rows, out});
+        double sum_sq = 0.0, abs_sum_sq = 0.0;  // ‖Σ x·w‖² and ‖Σ |x·w|‖²: the product's condition
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = 0; o < out; ++o) {
+            double s = 0.0, a = 0.0;
+            for (int64_t k = 0; k < in; ++k) {
+              const double term = double(x[r * in + k]) * double(w[o * in + k]);
+              s += term;
+              a += std::fabs(term);
+            }
+            ref[r * out + o] = s;
+            sum_sq += s * s;
+            abs_sum_sq += a * a;
+          }
+        const double condition = sum_sq > 0.0 ? std::sqrt(abs_sum_sq / sum_sq) : 1.0;
+        const Comparison cmp = compare_to_oracle(y, ref, product_tolerance(Precision::fp32, condition));
+        EXPECT_TRUE(cmp.ok) << "linear rows " << rows << ", in " << in << ", out " << out << "\n" << cmp.report();
+      }
+}
+
+// The float64 RMSNorm of each row of x.
+Tensor<double> rms_norm_oracle(const Tensor<float>& x, const std::vector<float>& weight, float eps) {
+  const int64_t rows = x.dim(0), dim = x.dim(1);
+  Tensor<double> ref({rows, dim});
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < dim; ++c) sum += double(x[r * dim + c]) * double(x[r * dim + c]);
+    const double inv = 1.0 / std::sqrt(sum / double(dim) + double(eps));
+    for (int64_t c = 0; c < dim; ++c) ref[r * dim + c] = double(weight[size_t(c)]) * double(x[r * dim + c]) * inv;
+  }
+  return ref;
+}
+
+TEST(ModelBackends, RmsNormMatchesTheFloat64Oracle) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  const float eps = 1e-5f;
+  for (const int64_t rows : kRows)
+    for (const int64_t dim : kWidths) {
+      const Tensor<float> x = rng.normal_tensor({rows, dim}, 0.3f, 2.0f);
+      std::vector<float> weight(static_cast<size_t>(dim));
+      rng.fill_normal(weight, 1.0f, 0.1f);
+      Tensor<float> y({rows, dim});
+      y.poison();
+      device::rms_norm_cuda(x, weight, eps, y);
+      const Tensor<double> ref = rms_norm_oracle(x, weight, eps);
+      const Comparison cmp = compare_to_oracle(y, ref, tolerance_for(Precision::fp32));
+      EXPECT_TRUE(cmp.ok) << "rms_norm rows " << rows << ", dim " << dim << "\n" << cmp.report();
+      Tensor<float> in_place = x;  // y may alias x, as for rms_norm_cpu
+      device::rms_norm_cuda(in_place, weight, eps, in_place);
+      EXPECT_TRUE(compare_to_oracle(in_place, ref, tolerance_for(Precision::fp32)).ok)
+          << "rms_norm in place, rows " << rows << ", dim " << dim;
+    }
+}
+
+// RoPE on the heads that start @p offset floats into rows of @p stride floats (as the model
+// rotates q, then k, inside its qkv rows): the rotated elements against float64 rotations by the
+// same (cos, sin) table, every other element unchanged bit for bit.
+TEST(ModelBackends, RopeRotatesItsHeadsByTheTableAndNothingElse) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  const int64_t max_position = 97;
+  for (const int64_t head_dim : {2, 10, 64}) {
+    const std::vector<float> table = rope_table(max_position, head_dim, 10000.0);
+    const int64_t half = head_dim / 2;
+    for (const int64_t rows : kRows)
+      for (const int64_t heads : {1, 3}) {
+        const int64_t offset = 5, stride = offset + heads * head_dim + 7;
+        const Tensor<float> before = rng.normal_tensor({rows, stride});
+        std::vector<int64_t> positions(static_cast<size_t>(rows));
+        for (int64_t& p : positions) p = rng.integer(0, max_position - 1);
+        Tensor<float> got = before;
+        device::rope_cuda(got.data() + offset, rows, stride, heads, head_dim, positions, table);
+
+        Tensor<double> ref = convert<double>(before);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < half; ++i) {
+              const int64_t at = r * stride + offset + h * head_dim + 2 * i;
+              const double c = table[size_t((positions[size_t(r)] * half + i) * 2)];
+              const double s = table[size_t((positions[size_t(r)] * half + i) * 2 + 1)];
+              const double a = before[at], b = before[at + 1];
+              ref[at] = a * c - b * s;
+              ref[at + 1] = a * s + b * c;
+            }
+        const Comparison cmp = compare_to_oracle(got, ref, tolerance_for(Precision::fp32));
+        EXPECT_TRUE(cmp.ok) << "rope rows " << rows << ", heads " << heads << ", head_dim " << head_dim << "\n"
+                            << cmp.report();
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < stride; ++c) {
+            if (c >= offset && c < offset + heads * head_dim) continue;
+            ASSERT_EQ(std::memcmp(&got[r * stride + c], &before[r * stride + c], sizeof(float)), 0)
+                << "rope wrote outside its heads: row " << r << ", column " << c;
+          }
+      }
+  }
+}
+
+TEST(ModelBackends, SwigluMatchesTheFloat64Oracle) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  for (const int64_t rows : kRows)
+    for (const int64_t hidden : kWidths) {
+      const Tensor<float> gate_up = rng.normal_tensor({rows, 2 * hidden}, 0.0f, 3.0f);
+      Tensor<float> out({rows, hidden});
+      out.poison();
+      device::swiglu_cuda(gate_up, out);
+      Tensor<double> ref({rows, hidden});
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < hidden; ++j) {
+          const double a = gate_up[r * 2 * hidden + j], u = gate_up[r * 2 * hidden + hidden + j];
+          ref[r * hidden + j] = a / (1.0 + std::exp(-a)) * u;
+        }
+      const Comparison cmp = compare_to_oracle(out, ref, tolerance_for(Precision::fp32));
+      EXPECT_TRUE(cmp.ok) << "swiglu rows " << rows << ", hidden " << hidden << "\n" << cmp.report();
+    }
+}
+
+TEST(ModelBackends, BadShapesAreRejected) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  Tensor<float> x({3, 33}, 1.0f), w({5, 32}, 1.0f), y({3, 5});
+  EXPECT_THROW(device::linear_cuda(x, w, y), std::invalid_argument);
+  Tensor<float> wrong_out({3, 4});
+  EXPECT_THROW(device::linear_cuda(x, Tensor<float>({5, 33}, 1.0f), wrong_out), std::invalid_argument);
+  const std::vector<float> short_weight(32, 1.0f);
+  EXPECT_THROW(device::rms_norm_cuda(x, short_weight, 1e-5f, x), std::invalid_argument);
+  Tensor<float> odd({3, 33});
+  EXPECT_THROW(device::swiglu_cuda(odd, y), std::invalid_argument);
+  const std::vector<float> table = rope_table(4, 8, 10000.0);
+  const std::vector<int64_t> past_the_table{0, 4, 1};
+  EXPECT_THROW(device::rope_cuda(x.data(), 3, 33, 4, 8, past_the_table, table), std::invalid_argument);
+}
+
+// The device slot write and attention on layer 1 of a two-layer paged cache whose layer 0 holds
+// other values: the write equals the cpu's byte for byte (both layers), the attention equals the
+// float64 oracle over layer 1's values (and the 4-argument entry point reads layer 0).
+TEST(ModelBackends, KvWriteAndAttentionUseTheirLayer) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  const int64_t G = 2, H = 4, d = 16, batch = 3, max_len = 12;
+  const std::vector<int64_t> lengths{9, 1, 5}, chunk_lengths{4, 1, 0};
+  KvCache two = to_paged(KvCache({batch, G, max_len, d, 2}, KvFormat::fp32()), 4, rng.seed());
+  two.set_lengths(lengths);
+  std::vector<int64_t> slots;  // every cached token of every sequence
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < lengths[size_t(b)]; ++t) slots.push_back(two.slot(b, t));
+  const int64_t n = int64_t(slots.size());
+  const Tensor<float> k0 = rng.normal_tensor({n, G, d}), v0 = rng.normal_tensor({n, G, d});
+  const Tensor<float> k1 = rng.normal_tensor({n, G, d}), v1 = rng.normal_tensor({n, G, d});
+  KvCache expected = two;
+  expected.store_slots(k0, v0, slots, 0);
+  expected.store_slots(k1, v1, slots, 1);
+  device::kv_write_slots_cuda(two, k0, v0, slots);  // the default layer: 0
+  device::kv_write_slots_cuda(two, k1, v1, slots, 1);
+  EXPECT_TRUE(std::equal(two.k_bytes().begin(), two.k_bytes().end(), expected.k_bytes().begin()))
+      << "K bytes differ from the cpu's store_slots";
+  EXPECT_TRUE(std::equal(two.v_bytes().begin(), two.v_bytes().end(), expected.v_bytes().begin()))
+      << "V bytes differ from the cpu's store_slots";
+  EXPECT_THROW(device::kv_write_slots_cuda(two, k1, v1, slots, 2), std::invalid_argument);
+
+  const Tensor<float> q = rng.normal_tensor({5, H, d});  // Σ chunk_lengths = 5 query tokens
+  for (const int64_t layer : {0, 1}) {
+    // The oracle's cache: one contiguous layer holding this layer's values.
+    KvCache one({batch, G, max_len, d}, KvFormat::fp32());
+    one.set_lengths(lengths);
+    std::vector<int64_t> one_slots;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < lengths[size_t(b)]; ++t) one_slots.push_back(one.slot(b, t));
+    one.store_slots(layer == 0 ? k0 : k1, layer == 0 ? v0 : v1, one_slots, 0);
+    const Tensor<double> ref = prefill_with_cache_reference(q, chunk_lengths, one);
+    double max_logit = 0.0;  // |q·k|/√d over every (query, key) pair: bounds the visible ones
+    for (int64_t i = 0; i < q.dim(0) * H; ++i)
+      for (int64_t j = 0; j < n * G; ++j) {
+        double s = 0.0;
+        const Tensor<float>& keys = layer == 0 ? k0 : k1;
+        for (int64_t c = 0; c < d; ++c) s += double(q[i * d + c]) * double(keys[j * d + c]);
+        max_logit = std::max(max_logit, std::fabs(s) / std::sqrt(double(d)));
+      }
+    Tensor<float> out(q.shape());
+    out.poison();
+    if (layer == 0) {
+      device::prefill_with_cache_cuda(q, chunk_lengths, two, out);
+    } else {
+      device::prefill_with_cache_layer_cuda(q, chunk_lengths, two, layer, out);
+    }
+    const Comparison cmp = compare_to_oracle(out, ref, attention_tolerance(Precision::fp32, max_logit));
+    EXPECT_TRUE(cmp.ok) << "prefill_with_cache on layer " << layer << "\n" << cmp.report();
+  }
+  Tensor<float> out(q.shape());
+  EXPECT_THROW(device::prefill_with_cache_layer_cuda(q, chunk_lengths, two, 2, out), std::invalid_argument);
+}
+
+// ---- 2. the forward ----
+
+model::LlamaModel tiny_model(uint64_t seed) {
+  return model::LlamaModel(model::random_llama(model::parse_random_spec("random:tiny,layers=2").config, seed));
+}
+
+// A paged cache for @p model: @p batch sequences of up to @p max_len tokens, blocks of 8 in a
+// scattered order, every block mapped.
+KvCache paged_cache(const model::LlamaModel& model, int64_t batch, int64_t max_len, uint64_t seed) {
+  return to_paged(KvCache(model.kv_shape(batch, max_len), KvFormat::fp32()), 8, seed);
+}
+
+// The batch that brings chunk @p chunks[b] to sequence b, which has @p lengths[b] tokens cached
+// before it; the logits of every token are asked for.
+model::ForwardBatch make_batch(const KvCache& cache, const std::vector<std::vector<int32_t>>& chunks,
+                               const std::vector<int64_t>& lengths) {
+  model::ForwardBatch fb;
+  for (size_t b = 0; b < chunks.size(); ++b) {
+    const int64_t n = int64_t(chunks[b].size());
+    fb.chunk_lengths.push_back(n);
+    fb.lengths.push_back(lengths[b] + n);
+    for (int64_t i = 0; i < n; ++i) {
+      fb.tokens.push_back(chunks[b][size_t(i)]);
+      fb.slots.push_back(cache.slot(int64_t(b), lengths[b] + i));
+    }
+  }
+  for (int64_t i = 0; i < int64_t(fb.tokens.size()); ++i) fb.logit_tokens.push_back(i);
+  return fb;
+}
+
+std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < count; ++i) tokens.push_back(int32_t(rng.integer(0, vocab - 1)));
+  return tokens;
+}
+
+// Two steps on a paged cache of 3 sequences: (1) prompt chunks of 6 and 3 tokens, sequence 2
+// idle; (2) the mixed batch — sequence 0's second prompt chunk (5 tokens), a decode token for
+// sequence 1, a fresh 2-token prompt for sequence 2. Logits of every token on the backend against
+// the cpu forward's, step by step (each backend on its own copy of the cache).
+TEST(ModelBackends, ForwardOfAMixedBatchMatchesTheCpuForward) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  const model::LlamaModel model = tiny_model(rng.seed());
+  const int64_t vocab = model.config().vocab_size;
+  KvCache cpu_cache = paged_cache(model, 3, 40, rng.seed()), device_cache = cpu_cache;
+  const std::vector<std::vector<std::vector<int32_t>>> steps{
+      {random_tokens(rng, 6, vocab), random_tokens(rng, 3, vocab), {}},
+      {random_tokens(rng, 5, vocab), random_tokens(rng, 1, vocab), random_tokens(rng, 2, vocab)}};
+  std::vector<int64_t> lengths{0, 0, 0};
+  for (size_t step = 0; step < steps.size(); ++step) {
+    const model::ForwardBatch fb = make_batch(cpu_cache, steps[step], lengths);
+    const Tensor<float> cpu = model.forward(fb, cpu_cache);
+    Tensor<float> got = model.forward(fb, device_cache, kTestBackend);
+    ASSERT_EQ(got.shape(), cpu.shape());
+    // Not bit-exact (other summation orders): the fp32 tolerance, the cpu's logits as reference.
+    const Comparison cmp = compare_to_oracle(got, convert<double>(cpu), tolerance_for(Precision::fp32));
+    EXPECT_TRUE(cmp.ok) << "step " << step << " (" << fb.tokens.size() << " tokens)\n" << cmp.report();
+    std::cout << "[ info     ] " << to_string(kTestBackend) << " vs cpu logits, step " << step << ": relative error "
+              << cmp.rel_frobenius << ", max abs error " << cmp.max_abs_error << " (max |logit| "
+              << cmp.max_abs_reference << ")\n";
+    lengths = fb.lengths;
+  }
+  EXPECT_EQ(device_cache.lengths(), cpu_cache.lengths());
+}
+
+// Index of the largest logit of row @p row and its margin over the second largest.
+std::pair<int32_t, double> top_with_margin(const Tensor<float>& logits, int64_t row) {
+  const int64_t vocab = logits.dim(1);
+  const float* l = logits.data() + row * vocab;
+  const int32_t best = int32_t(std::max_element(l, l + vocab) - l);
+  float second = -INFINITY;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (i != best) second = std::max(second, l[i]);
+  return {best, double(l[best]) - double(second)};
+}
+
+// Greedy generation of 16 tokens from a 5-token prompt, on each backend alone: the tokens equal
+// the cpu's, or differ first where the cpu's top-2 margin is within what the fp32 tolerance lets
+// both logits move (then the two runs have diverged and the comparison stops). The margin at a
+// first difference — or the smallest margin met — is printed.
+TEST(ModelBackends, GreedyGenerationMatchesTheCpuWhereTheMarginIsClear) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  testing::SeededRng rng;
+  const model::LlamaModel model = tiny_model(rng.seed());
+  const int64_t steps = 16;
+  const std::vector<int32_t> prompt = random_tokens(rng, 5, model.config().vocab_size);
+  KvCache cpu_cache = paged_cache(model, 1, 32, rng.seed()), device_cache = cpu_cache;
+  std::vector<int32_t> cpu_chunk = prompt, device_chunk = prompt;
+  int64_t length = 0;
+  double smallest_margin = INFINITY;
+  for (int64_t step = 0; step < steps; ++step) {
+    model::ForwardBatch cpu_batch = make_batch(cpu_cache, {cpu_chunk}, {length});
+    model::ForwardBatch device_batch = make_batch(device_cache, {device_chunk}, {length});
+    cpu_batch.logit_tokens = device_batch.logit_tokens = {int64_t(cpu_chunk.size()) - 1};
+    const Tensor<float> cpu = model.forward(cpu_batch, cpu_cache);
+    const Tensor<float> got = model.forward(device_batch, device_cache, kTestBackend);
+    const Comparison cmp = compare_to_oracle(got, convert<double>(cpu), tolerance_for(Precision::fp32));
+    EXPECT_TRUE(cmp.ok) << "generated token " << step << "\n" << cmp.report();
+    const auto [cpu_token, margin] = top_with_margin(cpu, 0);
+    const int32_t device_token = top_with_margin(got, 0).first;
+    smallest_margin = std::min(smallest_margin, margin);
+    if (device_token != cpu_token) {
+      // Both logits may each be off by the tolerance's max_abs bound: a swap needs a margin ≤ 2×.
+      const double bound = 2.0 * tolerance_for(Precision::fp32).max_abs * std::max(1.0, cmp.max_abs_reference);
+      std::cout << "[ info     ] " << to_string(kTestBackend) << ": first different token at step " << step
+                << " (cpu " << cpu_token << ", " << to_string(kTestBackend) << " " << device_token
+                << "): cpu top-2 margin " << margin << ", bound " << bound << "\n";
+      EXPECT_LE(margin, bound) << "generated token " << step << " differs though the cpu's top-2 margin is clear";
+      return;
+    }
+    length = cpu_batch.lengths[0];
+    cpu_chunk = device_chunk = {cpu_token};
+  }
+  std::cout << "[ info     ] " << to_string(kTestBackend) << ": all " << steps
+            << " greedy tokens equal the cpu's; smallest cpu top-2 margin " << smallest_margin << "\n";
+}
+
+}  // namespace
+}  // namespace inferlab
