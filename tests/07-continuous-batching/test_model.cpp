@@ -1,0 +1,475 @@
+// Chapter 07: the Llama model (runtime/model) against the independent float64 oracle
+// (tests/support/llama_reference.h, its own reader and forward):
+//  - stories260K's logits at every position of its 256-token greedy sequence and of a random
+//    100-token one, computed as one chunk, within the fp32 bound below of the oracle's;
+//  - greedy generation from BOS with engine::generate_alone equals the committed ids exactly;
+//  - a random model with a separate classifier and GQA (4 query heads on 1 KV head) written by
+//    save_llama2c is read by the oracle, whose logits the forward matches: the writer, the oracle's
+//    reader and the forward agree; load_llama2c(save_llama2c(w)) is w bit for bit;
+//  - a mixed batch on one paged cache (a prompt chunk after a prefix, a decode step, an idle row)
+//    gives every token the logits, bit for bit, of its sequence run alone on a contiguous cache;
+//  - bad files, bad random specs and bad forward batches throw std::invalid_argument naming them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/tolerance.h"
+#include "kernels/kv/kv_cache.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/llama_config.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/model/llama_weights.h"
+#include "tests/support/llama_reference.h"
+#include "tests/support/seeded.h"
+
+#ifndef INFERLAB_SOURCE_DIR
+#error "test_model.cpp needs INFERLAB_SOURCE_DIR (the repository root) to find models/ and its data file"
+#endif
+
+namespace inferlab {
+namespace {
+
+using model::ForwardBatch;
+using model::LlamaModel;
+using model::LlamaWeights;
+using testing::LlamaReference;
+using testing::SeededRng;
+
+const std::string kSourceDir = INFERLAB_SOURCE_DIR;
+std::string stories_path() { return kSourceDir + "/models/stories260K.bin"; }
+
+/// The ids of a data file: every number on lines that do not start with '#'.
+std::vector<int32_t> read_ids(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("ids file '" + path + "': cannot be opened");
+  std::vector<int32_t> ids;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("#")) continue;
+    std::istringstream words(line);
+    for (int32_t id; words >> id;) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<int32_t> committed_greedy_ids() {
+  return read_ids(kSourceDir + "/tests/07-continuous-batching/data/stories260K_greedy_bos_256.txt");
+}
+
+/// A scratch file named after the running test, removed when the test ends.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& tag = "") {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            ("inferlab_ch07_model_" + std::to_string(::getpid()) + "_" + info->name() + tag + ".bin");
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::vector<char> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+/// Expects @p call to throw std::invalid_argument whose message contains every one of @p names.
+void expect_invalid(const std::function<void()>& call, const std::vector<std::string>& names) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted; expected std::invalid_argument naming " << names.front();
+  } catch (const std::invalid_argument& e) {
+    for (const std::string& name : names)
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << "expected '" << name << "' in: " << e.what();
+  }
+}
+
+std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
+  std::vector<int32_t> tokens(static_cast<size_t>(count));
+  for (auto& t : tokens) t = int32_t(rng.integer(0, vocab - 1));
+  return tokens;
+}
+
+/// @p tokens as one chunk on a fresh contiguous cache of one sequence: the logits of every position.
+Tensor<float> logits_alone(const LlamaModel& model, const std::vector<int32_t>& tokens) {
+  const int64_t T = int64_t(tokens.size());
+  KvCache cache(model.kv_shape(1, T), KvDtype::fp32);
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.chunk_lengths = {T};
+  batch.lengths = {T};
+  for (int64_t t = 0; t < T; ++t) {
+    batch.slots.push_back(cache.slot(0, t));
+    batch.logit_tokens.push_back(t);
+  }
+  return model.forward(batch, cache);
+}
+
+// The bound on the forward's logits against the float64 oracle, per position: |Δ| ≤
+// kLogitTolerance · max(1, max|logit| at that position) — tolerance_for(fp32).max_abs, the
+// project's fp32 per-element bound, relative to the logits' scale. Why fp32 arithmetic fits it:
+// each layer's GEMMs (inner sizes 64 and 172 here) carry a relative error of about √in · u ≈ 1e-6
+// (u = 2⁻²⁴, errors of random sign), the residual stream adds the layers' errors, and RMSNorm and
+// softmax are well conditioned at these activations; a handful of layers gives ~1e-5 of the
+// logits' scale at worst, an order below the bound. Measured on stories260K (logits of size ~10):
+// max |Δ| ≈ 6e-5, the worst position at ≈ 6e-6 of its scale — 16× inside the bound (the two
+// stories260K tests print theirs; a failure names the worst position).
+constexpr double kLogitTolerance = tolerance_for(Precision::fp32).max_abs;
+
+/// What logits_match() measured.
+struct LogitsError {
+  double max_abs = 0.0;         ///< max |Δ| over every position
+  double worst_ratio = 0.0;     ///< max over positions of max |Δ| / max(1, max|logit|)
+  int64_t worst_position = -1;  ///< where that is
+};
+
+/// Success when every position's logits are within the bound above of the oracle's; the
+/// failure names the worst position, its error and scale, and how many positions fail.
+
+::testing::AssertionResult logits_match(const Tensor<float>& got, const std::vector<std::vector<double>>& want,
+                                        LogitsError* measured = nullptr) {
+  const int64_t positions = got.dim(0), vocab = got.dim(1);
+  if (int64_t(want.size()) != positions) return ::testing::AssertionFailure() << "position counts differ";
+  double worst_ratio = -1.0, worst_error = 0.0, worst_scale = 0.0, max_abs = 0.0;
+  int64_t worst_position = -1, failing = 0;
+  for (int64_t p = 0; p < positions; ++p) {
+    double error = 0.0, scale = 1.0;
+    bool finite = true;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const float x = got[p * vocab + v];
+      finite = finite && std::isfinite(x);
+      error = std::max(error, std::abs(double(x) - want[size_t(p)][size_t(v)]));
+      scale = std::max(scale, std::abs(want[size_t(p)][size_t(v)]));
+    }
+    const double ratio = finite ? error / scale : INFINITY;
+    max_abs = std::max(max_abs, error);
+    if (ratio > kLogitTolerance) ++failing;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst_error = error, worst_scale = scale, worst_position = p;
+  }
+  if (measured) *measured = {max_abs, worst_ratio, worst_position};
+  ::testing::Test::RecordProperty("max_abs_logit_error", std::to_string(max_abs));
+  if (failing == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << failing << " of " << positions << " positions exceed |Δ| ≤ "
+                                       << kLogitTolerance << " · max(1, max|logit|); worst: position "
+                                       << worst_position << ", max |Δ| = " << worst_error << " (scale "
+                                       << worst_scale << ", ratio " << worst_ratio << ")";
+}
+
+/// The largest and second largest of @p row, and the index of the largest.
+struct TopTwo {
+  int64_t index = -1;
+  double first = -INFINITY, second = -INFINITY;
+};
+template <class Row>
+TopTwo top_two(const Row& row) {
+  TopTwo t;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const double x = row[i];
+    if (x > t.first) {
+      t.second = t.first, t.first = x, t.index = int64_t(i);
+    } else if (x > t.second) {
+      t.second = x;
+    }
+  }
+  return t;
+}
+
+// ---- stories260K -------------------------------------------------------------------------------------
+
+TEST(ModelStories260K, LogitsOfTheGreedySequenceEqualTheOracleAtEveryPosition) {
+  const std::vector<int32_t> ids = committed_greedy_ids();
+  ASSERT_EQ(ids.size(), 256u);
+  std::vector<int32_t> tokens = {1};  // BOS, then the ids greedy fed back: 256 positions
+  tokens.insert(tokens.end(), ids.begin(), ids.end() - 1);
+  const LlamaModel model(model::load_llama2c(stories_path()));
+  const Tensor<float> logits = logits_alone(model, tokens);
+  LogitsError e;
+  EXPECT_TRUE(logits_match(logits, LlamaReference(stories_path()).logits(tokens), &e));
+  std::printf("stories260K greedy sequence, 256 positions: max |Δlogit| vs float64 = %.3g; worst position %lld at "
+              "%.3g of its logits' scale\n", e.max_abs, static_cast<long long>(e.worst_position), e.worst_ratio);
+}
+
+TEST(ModelStories260K, LogitsOfARandomSequenceEqualTheOracleAtEveryPosition) {
+  SeededRng rng;
+  const std::vector<int32_t> tokens = random_tokens(rng, 100, 512);
+  const LlamaModel model(model::load_llama2c(stories_path()));
+  LogitsError e;
+  EXPECT_TRUE(logits_match(logits_alone(model, tokens), LlamaReference(stories_path()).logits(tokens), &e));
+  std::printf("stories260K random sequence, 100 positions: max |Δlogit| vs float64 = %.3g; worst position %lld at "
+              "%.3g of its logits' scale\n", e.max_abs, static_cast<long long>(e.worst_position), e.worst_ratio);
+}
+
+TEST(ModelStories260K, GreedyFromBosEqualsTheCommittedIds) {
+  const std::vector<int32_t> expected = committed_greedy_ids();
+  ASSERT_EQ(expected.size(), 256u);
+  const LlamaModel model(model::load_llama2c(stories_path()));
+  engine::Request request;
+  request.prompt = {1};
+  request.sampling.max_new_tokens = 256;
+  request.sampling.temperature = 0.0f;
+  const std::vector<int32_t> got = engine::generate_alone(model, request).tokens;
+  const auto diff = std::mismatch(got.begin(), got.end(), expected.begin(), expected.end());
+  if (diff.first == got.end() && diff.second == expected.end()) return;
+  const size_t i = size_t(diff.first - got.begin());
+  std::ostringstream why;
+  why << "generate_alone's ids differ from the committed ones (" << got.size() << " vs " << expected.size()
+      << " ids) at generated token " << i;
+  if (i < got.size() && i < expected.size()) {
+    std::vector<int32_t> fed = {1};
+    fed.insert(fed.end(), expected.begin(), expected.begin() + std::ptrdiff_t(i));
+    const TopTwo ref = top_two(LlamaReference(stories_path()).logits(fed).back());
+    why << ": got " << got[i] << ", committed " << expected[i] << "; the float64 reference's top-2 margin there is "
+        << ref.first - ref.second << " (its argmax " << ref.index
+        << ") — a margin near the fp32 error means a near-tie, anything larger a real difference";
+  }
+  ADD_FAILURE() << why.str();
+}
+
+// ---- a random model with a separate classifier and GQA, through the llama2.c format -------------------
+
+std::string random_spec(uint64_t seed, bool tied) {
+  return "random:tiny,layers=3,heads=4,kv_heads=1,tied=" + std::to_string(tied ? 1 : 0) + ",seed=" +
+         std::to_string(seed);
+}
+
+TEST(ModelRandom, SavedFileReadByTheOracleGivesTheForwardsLogits) {
+  SeededRng rng;
+  const uint64_t seed = uint64_t(rng.integer(1, int64_t(1) << 40));
+  const model::RandomModelSpec spec = model::parse_random_spec(random_spec(seed, false));
+  ASSERT_EQ(spec.seed, seed);
+  ASSERT_EQ(spec.config.n_layers, 3);
+  ASSERT_EQ(spec.config.n_heads, 4);
+  ASSERT_EQ(spec.config.n_kv_heads, 1);
+  ASSERT_FALSE(spec.config.shared_classifier);
+  const LlamaWeights weights = model::random_llama(spec.config, spec.seed);
+  TempFile file;
+  model::save_llama2c(weights, file.path());
+  const LlamaReference reference(file.path());
+  EXPECT_FALSE(reference.config().shared_classifier);
+  EXPECT_EQ(reference.config().n_kv_heads, 1);
+  const LlamaModel model(weights);
+  const std::vector<int32_t> tokens = random_tokens(rng, 40, spec.config.vocab_size);
+  EXPECT_TRUE(logits_match(logits_alone(model, tokens), reference.logits(tokens))) << random_spec(seed, false);
+}
+
+bool same_floats(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+void expect_same_weights(const LlamaWeights& a, const LlamaWeights& b) {
+  const model::LlamaConfig &x = a.config, &y = b.config;
+  EXPECT_EQ(x.dim, y.dim);
+  EXPECT_EQ(x.hidden_dim, y.hidden_dim);
+  EXPECT_EQ(x.n_layers, y.n_layers);
+  EXPECT_EQ(x.n_heads, y.n_heads);
+  EXPECT_EQ(x.n_kv_heads, y.n_kv_heads);
+  EXPECT_EQ(x.vocab_size, y.vocab_size);
+  EXPECT_EQ(x.max_seq_len, y.max_seq_len);
+  EXPECT_EQ(x.shared_classifier, y.shared_classifier);
+  const auto same = [](const Tensor<float>& p, const Tensor<float>& q) {
+    return p.shape() == q.shape() && same_floats(p.data(), q.data(), size_t(p.size()));
+  };
+  const auto same_vec = [](const std::vector<float>& p, const std::vector<float>& q) {
+    return p.size() == q.size() && same_floats(p.data(), q.data(), p.size());
+  };
+  EXPECT_TRUE(same(a.embedding, b.embedding)) << "embedding";
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    EXPECT_TRUE(same_vec(a.layers[l].attention_norm, b.layers[l].attention_norm)) << "layer " << l << " attention_norm";
+    EXPECT_TRUE(same(a.layers[l].wqkv, b.layers[l].wqkv)) << "layer " << l << " wqkv";
+    EXPECT_TRUE(same(a.layers[l].wo, b.layers[l].wo)) << "layer " << l << " wo";
+    EXPECT_TRUE(same_vec(a.layers[l].ffn_norm, b.layers[l].ffn_norm)) << "layer " << l << " ffn_norm";
+    EXPECT_TRUE(same(a.layers[l].w13, b.layers[l].w13)) << "layer " << l << " w13";
+    EXPECT_TRUE(same(a.layers[l].w2, b.layers[l].w2)) << "layer " << l << " w2";
+  }
+  EXPECT_TRUE(same_vec(a.final_norm, b.final_norm)) << "final_norm";
+  EXPECT_TRUE(same(a.classifier, b.classifier)) << "classifier";
+}
+
+TEST(ModelRandom, SaveThenLoadRoundTripsEveryWeightBitForBit) {
+  SeededRng rng;
+  for (const bool tied : {false, true}) {
+    const uint64_t seed = uint64_t(rng.integer(1, int64_t(1) << 40));
+    SCOPED_TRACE(random_spec(seed, tied));
+    const LlamaWeights weights = model::load_model(random_spec(seed, tied));
+    expect_same_weights(weights, model::load_model(random_spec(seed, tied)));  // a function of the seed
+    TempFile file(tied ? "_tied" : "_separate");
+    model::save_llama2c(weights, file.path());
+    expect_same_weights(model::load_llama2c(file.path()), weights);
+  }
+}
+
+TEST(ModelStories260K, SaveThenLoadRewritesTheFileItRead) {
+  // The writer emits llama2.c's layout byte for byte except the legacy RoPE tables (unused by
+  // every reader, written as zeros): load → save → load keeps every weight.
+  const LlamaWeights weights = model::load_llama2c(stories_path());
+  TempFile file;
+  model::save_llama2c(weights, file.path());
+  EXPECT_EQ(std::filesystem::file_size(file.path()), std::filesystem::file_size(stories_path()));
+  expect_same_weights(model::load_llama2c(file.path()), weights);
+}
+
+// ---- a mixed batch on a paged cache equals each sequence alone ----------------------------------------
+
+// Three sequences in one paged cache (blocks of 4, scattered): call 1 brings row 0's first 5
+// prompt tokens, row 1's whole prompt (9) and row 2's (6); call 2 row 0's next 7 prompt tokens
+// and row 1's decode token, row 2 idle; call 3 row 0's and row 2's decode tokens, row 1 idle.
+// Every logit row must be the bits of the same position with the sequence alone, one chunk, on a
+// contiguous cache.
+void expect_mixed_batch_equals_alone(const LlamaModel& model, SeededRng& rng) {
+  const int64_t vocab = model.config().vocab_size, max_len = 32, block = 4, per_row = max_len / block;
+  std::vector<std::vector<int32_t>> seqs = {random_tokens(rng, 13, vocab), random_tokens(rng, 10, vocab),
+                                            random_tokens(rng, 7, vocab)};
+  const int64_t num_blocks = 3 * per_row + 5;
+  KvCache cache(model.kv_shape(3, max_len), KvDtype::fp32, KvPaging{block, num_blocks});
+  const std::vector<int32_t> order = scattered_block_order(num_blocks, rng.seed());
+  for (int64_t r = 0; r < 3; ++r)
+    cache.set_block_table(r, std::span<const int32_t>(order).subspan(size_t(r * per_row), size_t(per_row)));
+
+  std::vector<Tensor<float>> alone;
+  for (const auto& s : seqs) alone.push_back(logits_alone(model, s));
+
+  // Per call: the chunk of each row as [first, end) positions of its sequence.
+  struct Chunk {
+    int64_t first, end;
+  };
+  const std::vector<std::vector<Chunk>> calls = {
+      {{0, 5}, {0, 9}, {0, 6}},
+      {{5, 12}, {9, 10}, {6, 6}},
+      {{12, 13}, {10, 10}, {6, 7}},
+  };
+  for (size_t call = 0; call < calls.size(); ++call) {
+    ForwardBatch batch;
+    for (int64_t r = 0; r < 3; ++r) {
+      const Chunk c = calls[call][size_t(r)];
+      batch.chunk_lengths.push_back(c.end - c.first);
+      batch.lengths.push_back(c.end);
+      for (int64_t p = c.first; p < c.end; ++p) {
+        batch.logit_tokens.push_back(int64_t(batch.tokens.size()));
+        batch.tokens.push_back(seqs[size_t(r)][size_t(p)]);
+        batch.slots.push_back(cache.slot(r, p));
+      }
+    }
+    const Tensor<float> logits = model.forward(batch, cache);
+    int64_t row = 0;
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t p = calls[call][size_t(r)].first; p < calls[call][size_t(r)].end; ++p, ++row)
+        EXPECT_TRUE(same_floats(logits.data() + row * vocab, alone[size_t(r)].data() + p * vocab, size_t(vocab)))
+            << "call " << call + 1 << ", cache row " << r << ", position " << p
+            << ": the logits differ from the sequence run alone";
+  }
+}
+
+TEST(ModelMixedBatch, EveryTokenGetsTheLogitsOfItsSequenceAlone) {
+  SeededRng rng;
+  {
+    SCOPED_TRACE("stories260K");
+    expect_mixed_batch_equals_alone(LlamaModel(model::load_llama2c(stories_path())), rng);
+  }
+  const uint64_t seed = uint64_t(rng.integer(1, int64_t(1) << 40));
+  SCOPED_TRACE(random_spec(seed, false));
+  expect_mixed_batch_equals_alone(LlamaModel(model::load_model(random_spec(seed, false))), rng);
+}
+
+// ---- errors ----------------------------------------------------------------------------------------------
+
+TEST(ModelErrors, LoadRejectsAMissingTruncatedOrBadFileNamingIt) {
+  {
+    TempFile missing("_missing");
+    expect_invalid([&] { model::load_llama2c(missing.path()); }, {missing.path(), "cannot be opened"});
+  }
+  const std::vector<char> bytes = file_bytes(stories_path());
+  ASSERT_GT(bytes.size(), 28u);
+  {
+    TempFile file("_truncated");
+    write_bytes(file.path(), std::vector<char>(bytes.begin(), bytes.end() - 4));
+    expect_invalid([&] { model::load_llama2c(file.path()); }, {file.path()});
+  }
+  {
+    TempFile file("_header_only");
+    write_bytes(file.path(), std::vector<char>(bytes.begin(), bytes.begin() + 27));
+    expect_invalid([&] { model::load_llama2c(file.path()); }, {file.path(), "header"});
+  }
+  struct BadField {
+    int index;
+    int32_t value;
+    const char* named;
+  };
+  for (const BadField& bad : {BadField{3, 3, "n_heads"}, BadField{4, 3, "n_kv_heads"}, BadField{0, 0, "dim"},
+                              BadField{2, -1, "n_layers"}, BadField{6, 0, "max_seq_len"}}) {
+    TempFile file("_bad_header");
+    std::vector<char> copy = bytes;
+    std::memcpy(copy.data() + 4 * bad.index, &bad.value, 4);
+    write_bytes(file.path(), copy);
+    SCOPED_TRACE(std::string("header field ") + bad.named);
+    expect_invalid([&] { model::load_llama2c(file.path()); }, {file.path(), bad.named});
+  }
+}
+
+TEST(ModelErrors, RandomSpecRejectsUnknownKeysPresetsAndBadValuesNamingThem) {
+  expect_invalid([] { model::parse_random_spec("random:tiny,colour=3"); }, {"colour"});
+  expect_invalid([] { model::parse_random_spec("random:huge"); }, {"huge"});
+  expect_invalid([] { model::parse_random_spec("random:tiny,dim=abc"); }, {"dim", "abc"});
+  expect_invalid([] { model::parse_random_spec("random:tiny,layers=2x"); }, {"layers", "2x"});
+  expect_invalid([] { model::parse_random_spec("random:tiny,tied=2"); }, {"tied"});
+  expect_invalid([] { model::parse_random_spec("random:tiny,heads=3"); }, {"n_heads"});
+  expect_invalid([] { model::parse_random_spec("random:tiny,layers=0"); }, {"n_layers"});
+  expect_invalid([] { model::parse_random_spec("random:tiny,bench"); }, {"bench"});
+  expect_invalid([] { model::parse_random_spec("tiny"); }, {"random:"});
+  EXPECT_NO_THROW(model::parse_random_spec("random:stories260K"));
+  EXPECT_NO_THROW(model::parse_random_spec("random:dim=16,heads=2,kv_heads=1"));
+}
+
+TEST(ModelErrors, ForwardRejectsABadBatchNamingTheFieldAndChangesNothing) {
+  const LlamaModel model(model::load_model("random:tiny,seed=7"));
+  const int64_t vocab = model.config().vocab_size;
+  KvCache cache(model.kv_shape(2, 16), KvDtype::fp32);
+  ForwardBatch good;
+  good.tokens = {3, 5, 7};
+  good.chunk_lengths = {2, 1};
+  good.lengths = {2, 1};
+  good.slots = {cache.slot(0, 0), cache.slot(0, 1), cache.slot(1, 0)};
+  good.logit_tokens = {1, 2};
+  const auto rejected = [&](const std::function<void(ForwardBatch&)>& spoil, const std::string& field) {
+    SCOPED_TRACE(field);
+    ForwardBatch b = good;
+    spoil(b);
+    const std::vector<int32_t> lengths_before = cache.lengths();
+    expect_invalid([&] { model.forward(b, cache); }, {field});
+    EXPECT_EQ(cache.lengths(), lengths_before) << "a rejected batch changed the cache's lengths";
+  };
+  rejected([](ForwardBatch& b) { b.chunk_lengths = {3}; }, "chunk_lengths.size()");
+  rejected([](ForwardBatch& b) { b.lengths = {2, 1, 0}; }, "lengths.size()");
+  rejected([](ForwardBatch& b) { b.tokens.push_back(1); }, "tokens.size()");
+  rejected([](ForwardBatch& b) { b.slots.pop_back(); }, "slots.size()");
+  rejected([&](ForwardBatch& b) { b.tokens[1] = int32_t(vocab); }, "tokens[1]");
+  rejected([](ForwardBatch& b) { b.tokens[0] = -1; }, "tokens[0]");
+  rejected([](ForwardBatch& b) { b.logit_tokens = {3}; }, "logit_tokens[0]");
+  rejected([&](ForwardBatch& b) { b.lengths[0] = model.config().max_seq_len + 1; }, "lengths[0]");
+  {
+    KvCache other(KvCacheShape{2, model.config().n_kv_heads, 16, model.config().head_dim(), 1}, KvDtype::fp32);
+    expect_invalid([&] { model.forward(good, other); }, {"cache shape"});
+  }
+  EXPECT_NO_THROW(model.forward(good, cache));
+}
+
+}  // namespace
+}  // namespace inferlab
