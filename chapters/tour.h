@@ -61,6 +61,12 @@ void tour_chapter05(std::ostream& out, const Roofline& roofline, const TourOptio
 /// prompt through the prefix cache and a fork through copy-on-write.
 void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 07: stories260K (models/) generating from BOS on the lab's kernels; the same requests
+/// served by static and continuous batching with the same KV memory (tokens/s, TTFT, TPOT, steps,
+/// batch), real clock; one decode step of a random model for B = 1 … 32 with AI, time, GFLOP/s,
+/// tokens/s and % of the roof min(peak, AI × read bandwidth) from @p roofline.
+void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
 /// Seconds of the fastest of a few calls of @p version on @p q, @p k, @p v (after one untimed
 /// call; about 0.3 s of calls, 2 to 20 of them; one with @p quick). The output is scratch.
 double time_prefill(const AttentionVersion& version, const Tensor<float>& q, const Tensor<float>& k,

@@ -1,0 +1,121 @@
+#include "chapters/07-continuous-batching/serving_study.h"
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "common/rng.h"
+#include "runtime/engine/trace.h"
+
+namespace inferlab::serving {
+
+std::vector<engine::Request> make_requests(const Workload& w, int64_t vocab_size) {
+  Rng rng(w.seed);
+  std::vector<engine::Request> out;
+  double t = 0.0;
+  for (int64_t i = 0; i < w.requests; ++i) {
+    engine::Request r;
+    r.id = i;
+    const bool long_one = w.long_prompt_every > 0 && i % w.long_prompt_every == w.long_prompt_every - 1;
+    const int64_t n = long_one ? w.long_prompt : rng.integer(w.prompt_min, w.prompt_max);
+    for (int64_t k = 0; k < n; ++k) r.prompt.push_back(int32_t(rng.integer(0, vocab_size - 1)));
+    r.sampling.max_new_tokens = long_one ? w.long_output : rng.integer(w.output_min, w.output_max);
+    if (w.rate > 0) {
+      t += -std::log(1.0 - double(rng.uniform(0.0f, 0.9999f))) / w.rate;
+      r.arrival = t;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+ServingRun run(const std::string& name, const model::LlamaModel& model, const engine::EngineConfig& config,
+               const std::vector<engine::Request>& requests, std::ostream* progress) {
+  engine::Engine e(model, config);
+  for (const auto& r : requests) e.add_request(r);
+  auto last = std::chrono::steady_clock::now();
+  e.run([&](const engine::Engine& running) {
+    if (!progress || std::chrono::steady_clock::now() - last < std::chrono::seconds(5)) return;
+    last = std::chrono::steady_clock::now();
+    *progress << "    " << name << ": step " << running.stats().steps << ", " << running.outputs().size() << "/"
+              << requests.size() << " done, " << running.num_running() << " running, " << running.num_waiting()
+              << " waiting" << std::endl;
+  });
+  ServingRun r;
+  r.name = name;
+  r.config = config;
+  r.stats = e.stats();
+  r.steps = e.steps();
+  r.outputs = e.take_outputs();
+  r.summary = engine::summarize(r.outputs);
+  return r;
+}
+
+engine::Percentiles tpot_of_short(const ServingRun& run, int64_t max_prompt) {
+  std::vector<double> values;
+  for (const auto& o : run.outputs)
+    if (int64_t(o.prompt.size()) <= max_prompt && o.metrics.tpot() >= 0) values.push_back(o.metrics.tpot());
+  return engine::percentiles(std::move(values));
+}
+
+KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64_t context, uint64_t seed) {
+  constexpr int64_t kBlock = 16;
+  const int64_t per_seq = context / kBlock + 1;
+  KvCache cache(model.kv_shape(batch, context + 1), KvDtype::fp32, KvPaging{kBlock, batch * per_seq});
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int32_t> table;
+    for (int64_t i = 0; i < per_seq; ++i) table.push_back(int32_t(b * per_seq + i));
+    cache.set_block_table(b, table);
+  }
+  cache.set_lengths(std::vector<int64_t>(size_t(batch), context));
+  std::vector<int64_t> slots;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < context; ++t) slots.push_back(cache.slot(b, t));
+  Rng rng(seed);
+  const auto& c = model.config();
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const Tensor<float> k = rng.normal_tensor({int64_t(slots.size()), c.n_kv_heads, c.head_dim()});
+    const Tensor<float> v = rng.normal_tensor({int64_t(slots.size()), c.n_kv_heads, c.head_dim()});
+    cache.store_slots(k, v, slots, l);
+  }
+  return cache;
+}
+
+model::ForwardBatch decode_batch(const model::LlamaModel& model, const KvCache& cache, int64_t B, int64_t context) {
+  const int64_t rows = cache.shape().batch;
+  model::ForwardBatch fb;
+  fb.chunk_lengths.assign(size_t(rows), 0);
+  fb.lengths.assign(size_t(rows), context);
+  for (int64_t b = 0; b < B; ++b) {
+    fb.tokens.push_back(int32_t((b * 7919) % model.config().vocab_size));
+    fb.chunk_lengths[size_t(b)] = 1;
+    fb.lengths[size_t(b)] = context + 1;
+    fb.slots.push_back(cache.slot(b, context));
+    fb.logit_tokens.push_back(b);
+  }
+  return fb;
+}
+
+std::string to_json(const ServingRun& r, bool with_steps) {
+  std::ostringstream o;
+  o.precision(9);
+  std::ostringstream run_json;
+  engine::write_run_json(run_json, r.config, r.stats, r.outputs);
+  o << "{\"name\": \"" << r.name << "\", \"run\": " << run_json.str();
+  if (with_steps) {
+    o << ", \"steps\": [";
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      const auto& s = r.steps[i];
+      o << (i ? ",\n  " : "\n  ") << "{\"start\": " << s.start << ", \"seconds\": " << s.seconds
+        << ", \"decode_tokens\": " << s.decode_tokens << ", \"prefill_tokens\": " << s.prefill_tokens
+        << ", \"preemptions\": " << s.preemptions << ", \"free_blocks\": " << s.free_blocks << ", \"ids\": [";
+      for (size_t k = 0; k < s.ids.size(); ++k) o << (k ? ", " : "") << s.ids[k];
+      o << "]}";
+    }
+    o << "]";
+  }
+  o << "}";
+  return o.str();
+}
+
+}  // namespace inferlab::serving
