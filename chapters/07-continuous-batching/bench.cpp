@@ -3,10 +3,11 @@
 // (a) Time (Google Benchmark, family decode_step/B): one decode step of the whole model — every
 //     layer, the output head — for B = 1 … 64 sequences of 512 cached tokens each, on the
 //     benchmark model (random:bench: dim 768, 12 layers, 12 query / 4 KV heads, hidden 2048,
-//     vocab 32000 — 101 M parameters, 406 MB of fp32 weights; 24 KiB of fp32 KV per token). The
+//     vocab 32000 — 100 M parameters, 400 MB of fp32 weights; 24 KiB of fp32 KV per token). The
 //     step reads every weight once whatever B (linear_cpu keeps each weight tile for all B rows)
 //     and each sequence's KV once, so bytes = weights + B · 512 · 24 KiB and FLOPs ∝ B: AI grows
-//     ~B until the KV bytes catch up with the weights (B ≈ 33 here). Counters: FLOPs, bytes,
+//     ~B until the KV bytes catch up with the weights (B ≈ 32 here) — or until the step reaches the
+//     compute roof, whichever comes first (on this lab's CPU: B ≈ 8). Counters: FLOPs, bytes,
 //     weight_MB, kv_MB, AI, GFLOP/s, GB/s, roof_GFLOP/s = min(peak, AI × read bandwidth),
 //     roof_pct, tokens/s (B / time). Family linear_w13/{cpu,openblas}/B times the MLP's biggest
 //     GEMM (4096 × 768) alone: what the batch-invariant linear layer costs against OpenBLAS.
@@ -15,7 +16,8 @@
 //     uniform 16–256, random ids, exact output lengths) on a smaller model (random:bench with dim
 //     512, 8 layers, 8/4 heads, hidden 1376, vocab 8192: 28 M parameters), the same KV memory for
 //     every policy (128 blocks of 16 = 2048 tokens):
-//     (b) static batching (max_seq_len 512 reserved per request: 4 per batch) vs continuous
+//     (b) static batching (the model's max_seq_len, 1024 tokens, reserved per request: 2 per
+//         batch) vs continuous
 //         (up to 32 running), all at t = 0 and then Poisson arrivals at 50% and 90% of the
 //         continuous offline request rate — generated tokens/s, TTFT and TPOT p50/p99;
 //     (c) chunked prefill on/off while long prompts (768 tokens, every 4th request) arrive among
@@ -137,7 +139,7 @@ engine::EngineConfig base_config(engine::BatchingPolicy policy, int64_t num_bloc
   c.max_num_seqs = 32;
   c.max_num_batched_tokens = 256;
   c.chunk_size = 256;
-  c.max_seq_len = 512;
+  c.max_seq_len = 1024;  // the model's context: what a static batch must reserve per request
   c.prefix_caching = false;  // random prompts share nothing; keep the comparison about batching
   c.record_steps = true;
   return c;
@@ -204,7 +206,6 @@ int serving_study(const std::string& out_path, bool quick) {
   const auto long_requests = serving::make_requests(longs, m.config().vocab_size);
   print_header(std::cout);
   engine::EngineConfig chunked = base_config(engine::BatchingPolicy::continuous, 256);
-  chunked.max_seq_len = 1024;
   chunked.max_num_batched_tokens = 128;
   chunked.chunk_size = 128;
   engine::EngineConfig whole = chunked;

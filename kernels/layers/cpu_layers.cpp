@@ -25,8 +25,13 @@ namespace {
 using simd::kLanes;
 using simd::Vec;
 
-constexpr int64_t kTileRows = 4;   // rows of x per register tile
-constexpr int64_t kTileOut = 4;    // outputs (rows of w) per register tile and per work item
+// Register tile: kTileRows × kTileOut accumulators plus kTileOut weight vectors and one x vector
+// must fit the register file, or the compiler spills accumulators to the stack every step: 4 × 4
+// (+ 5) of AVX-512's 32 registers, 4 × 3 (+ 4) of AVX2's 16. On this lab's AVX2 CPU a 4 × 4 tile
+// took 1.6× the time of 4 × 3 for a 64 × 768 by 768 × 4096 product (8.7 vs 5.5 ms, bench_ch07's
+// linear_w13/cpu/64 medians).
+constexpr int64_t kTileRows = 4;                    // rows of x per register tile
+constexpr int64_t kTileOut = kLanes == 16 ? 4 : 3;  // outputs (rows of w) per register tile and per work item
 constexpr int64_t kRowBlock = 64;  // rows of x per block: 64 × 3072 floats = 768 KiB at most
 
 // y[r][o] = x_r · w_o for the R × O tile at rows @p x (stride in), weights @p w (stride in),

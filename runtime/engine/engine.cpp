@@ -37,6 +37,7 @@ void EngineConfig::validate() const {
   require(chunked_prefill || max_num_batched_tokens >= max_seq_len, "max_num_batched_tokens", max_num_batched_tokens,
           "must be ≥ max_seq_len = " + std::to_string(max_seq_len) +
               " without chunked prefill (a whole prompt must fit in one step)");
+  require(headroom_blocks_per_seq >= 0, "headroom_blocks_per_seq", headroom_blocks_per_seq, "must be ≥ 0");
   require(simulated_fixed_seconds >= 0 && simulated_token_seconds >= 0, "simulated step seconds",
           simulated_fixed_seconds, "must be ≥ 0");
   if (policy == BatchingPolicy::static_batch)
@@ -228,6 +229,15 @@ bool Engine::step() {
       slots_of.push_back(-1);
     } else if (admitting) {
       if (free_rows_.empty()) {
+        admitting = false;
+        continue;
+      }
+      // Headroom (continuous): after this prompt's blocks, one free block per running sequence.
+      const int64_t headroom =
+          config_.policy == BatchingPolicy::continuous && !running_.empty()
+              ? config_.headroom_blocks_per_seq * (int64_t(running_.size()) + 1)
+              : 0;
+      if (manager_.num_free_blocks() - manager_.blocks_to_allocate(s.tokens) < headroom) {
         admitting = false;
         continue;
       }

@@ -60,6 +60,11 @@ struct EngineConfig {
   int64_t block_size = 16;              ///< tokens per KV block
   int64_t num_blocks = 256;             ///< blocks in the pool: the KV memory
   bool prefix_caching = true;           ///< share computed full prompt blocks between requests
+  /// Continuous admissions leave this many free blocks per running sequence (the new one
+  /// included) after taking a prompt's blocks: room for the running requests to grow into their
+  /// next block before anyone must be preempted. 0 admits while the prompt fits (and preempts
+  /// as soon as decodes need blocks — thrashing when memory is tight).
+  int64_t headroom_blocks_per_seq = 1;
   int64_t max_seq_len = 512;            ///< most tokens of one request (prompt + generated)
   ClockMode clock = ClockMode::real;    ///< how time advances
   /// Simulated clock: seconds per step = fixed + per_token · tokens in the step.

@@ -168,7 +168,11 @@ int64_t BlockManager::blocks_needed(int64_t num_tokens) const {
 }
 
 bool BlockManager::can_allocate(std::span<const int32_t> prompt) const {
-  return plan_prompt(prompt).blocks_taken <= pool_.num_free();
+  return blocks_to_allocate(prompt) <= pool_.num_free();
+}
+
+int64_t BlockManager::blocks_to_allocate(std::span<const int32_t> prompt) const {
+  return plan_prompt(prompt).blocks_taken;
 }
 
 bool BlockManager::can_append(int64_t seq) const {

@@ -108,6 +108,10 @@ class BlockManager {
   /// True when allocate_prompt(·, @p prompt) would succeed now (prefix-cache hits included).
   /// Throws std::invalid_argument when @p prompt is empty.
   bool can_allocate(std::span<const int32_t> prompt) const;
+  /// The allocatable blocks allocate_prompt(·, @p prompt) would take now: fresh blocks plus the
+  /// prefix-cache hits that are only evictable (a hit on a block in use takes nothing). Throws
+  /// std::invalid_argument when @p prompt is empty.
+  int64_t blocks_to_allocate(std::span<const int32_t> prompt) const;
   /// True when append_slot(@p seq, ·) would succeed now.
   bool can_append(int64_t seq) const;
   /// Tokens per block.

@@ -86,8 +86,11 @@ TEST(Ch07Engine, TinyPoolPreemptsAndStillMatches) {
   std::vector<Request> requests;
   for (int64_t i = 0; i < 20; ++i) requests.push_back(random_request(rng, i, model.config().vocab_size, 20, 40, 40));
   engine::EngineStats stats;
-  // 20 blocks of 4 = 80 tokens: two requests of up to 80 tokens cannot both grow.
-  const auto served = serve(model, config_with(4, 20, 64, 16, 8), requests, &stats);
+  // 20 blocks of 4 = 80 tokens: two requests of up to 80 tokens cannot both grow. No headroom:
+  // admit while a prompt fits, so decodes run out of blocks.
+  EngineConfig c = config_with(4, 20, 64, 16, 8);
+  c.headroom_blocks_per_seq = 0;
+  const auto served = serve(model, c, requests, &stats);
   EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
   EXPECT_GT(stats.recomputed_tokens, 0);
   expect_same_tokens(served, alone(model, requests), "with preemption");
@@ -277,6 +280,7 @@ TEST(Ch07Engine, StressTenThousandRequestsWithAbortsAndATinyPool) {
   constexpr int64_t kRequests = 10000;
   EngineConfig c = config_with(4, 48, 32, 8, 12);  // 192 tokens of KV for up to 12 sequences
   c.check_invariants = true;
+  c.headroom_blocks_per_seq = 0;  // admit while a prompt fits: the pool runs out, preemption follows
   engine::Engine e(model, c);
   std::vector<Request> requests;
   double t = 0.0;
