@@ -69,8 +69,8 @@ def main(argv):
     read_gbs = points[0][3] / points[0][1]  # the roof at the first (bandwidth-bound) point / its AI
     peak = max(p[3] for p in points)
     xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
-    ax.loglog(xs, [min(peak if peak > read_gbs * x else read_gbs * x, read_gbs * x) for x in xs], "k--",
-              label="roof: AI × read bandwidth (below the FMA peak)")
+    ax.loglog(xs, [min(peak, read_gbs * x) for x in xs], "k--",
+              label=f"roof: min({peak:.0f} GFLOP/s peak, AI × {read_gbs:.1f} GB/s read)")
     for b, x, y, _ in points:
         ax.annotate(f"B={b}", (x, y), textcoords="offset points", xytext=(4, -12), fontsize=8)
     ax.set_xlabel("arithmetic intensity (FLOP/byte: weights + KV read once per step)")

@@ -21,7 +21,8 @@
 //         (up to 32 running), all at t = 0 and then Poisson arrivals at 50% and 90% of the
 //         continuous offline request rate — generated tokens/s, TTFT and TPOT p50/p99;
 //     (c) chunked prefill on/off while long prompts (768 tokens, every 4th request) arrive among
-//         short ones: TPOT p99 of the short requests, TTFT of the long ones;
+//         short ones at 90% of the offline rate: the short requests' TPOT and inter-token gaps
+//         (ITL p50 / p99 / max: a decode stalled behind a whole prefill shows as one long gap);
 //     (d) memory too tight: the (b) workload in pools of 128, 64 and 40 blocks — preemptions,
 //         recomputed tokens, throughput.
 //     The clock is real: each step takes its measured wall time; idle gaps before an arrival are
@@ -200,23 +201,27 @@ int serving_study(const std::string& out_path, bool quick) {
   std::cout << "\n(c) chunked prefill while 768-token prompts arrive (every 4th request), 256 blocks\n";
   serving::Workload longs = w;
   longs.requests = quick ? 16 : 40;
-  longs.prompt_min = 16, longs.prompt_max = 64, longs.output_min = 64, longs.output_max = 128;
+  longs.prompt_min = 16, longs.prompt_max = 64, longs.output_min = 32, longs.output_max = 96;
   longs.long_prompt_every = 4, longs.long_prompt = 768, longs.long_output = 8;
-  longs.rate = 0.5 * offline_rate;
+  longs.rate = 0.9 * offline_rate;
   const auto long_requests = serving::make_requests(longs, m.config().vocab_size);
   print_header(std::cout);
   engine::EngineConfig chunked = base_config(engine::BatchingPolicy::continuous, 256);
-  chunked.max_num_batched_tokens = 128;
-  chunked.chunk_size = 128;
+  chunked.max_num_batched_tokens = 96;
+  chunked.chunk_size = 64;
   engine::EngineConfig whole = chunked;
   whole.chunked_prefill = false;
   whole.max_num_batched_tokens = 1024;
-  run("c", "chunked prefill (chunk 128, budget 128)", chunked, long_requests);
+  run("c", "chunked prefill (chunk 64, budget 96)", chunked, long_requests);
   run("c", "whole prompts (budget 1024)", whole, long_requests);
+  std::cout << "  short requests (prompt ≤ 64):       TPOT p50    TPOT p99    ITL p50     ITL p99     ITL max\n";
   for (size_t i = runs.size() - 2; i < runs.size(); ++i) {
     const auto tp = serving::tpot_of_short(runs[i], 64);
-    std::cout << "  " << runs[i].name << ": short requests' TPOT p50 " << std::setprecision(4) << tp.p50 << " s, p99 "
-              << tp.p99 << " s\n";
+    double max_gap = 0.0;
+    const auto itl = serving::itl_of_short(runs[i], 64, &max_gap);
+    std::cout << "  " << std::left << std::setw(36) << runs[i].name << std::right << std::setprecision(4)
+              << std::setw(9) << tp.p50 << std::setw(12) << tp.p99 << std::setw(12) << itl.p50 << std::setw(12)
+              << itl.p99 << std::setw(12) << max_gap << "\n";
   }
 
   std::cout << "\n(d) memory too tight: the (b) workload at t=0, continuous, smaller pools\n";

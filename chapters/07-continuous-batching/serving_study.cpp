@@ -1,5 +1,6 @@
 #include "chapters/07-continuous-batching/serving_study.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -56,6 +57,12 @@ engine::Percentiles tpot_of_short(const ServingRun& run, int64_t max_prompt) {
   for (const auto& o : run.outputs)
     if (int64_t(o.prompt.size()) <= max_prompt && o.metrics.tpot() >= 0) values.push_back(o.metrics.tpot());
   return engine::percentiles(std::move(values));
+}
+
+engine::Percentiles itl_of_short(const ServingRun& run, int64_t max_prompt, double* max_gap) {
+  std::vector<double> gaps = engine::inter_token_gaps(run.outputs, max_prompt);
+  *max_gap = gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end());
+  return engine::percentiles(std::move(gaps));
 }
 
 KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64_t context, uint64_t seed) {

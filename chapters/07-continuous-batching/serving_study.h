@@ -51,6 +51,9 @@ ServingRun run(const std::string& name, const model::LlamaModel& model, const en
 /// ones, whose decodes a long prompt's prefill can stall).
 engine::Percentiles tpot_of_short(const ServingRun& run, int64_t max_prompt);
 
+/// Inter-token gaps (ITL) of those requests: percentiles and the longest gap.
+engine::Percentiles itl_of_short(const ServingRun& run, int64_t max_prompt, double* max_gap);
+
 /// A paged KV cache (blocks of 16 tokens) for @p model of @p batch sequences, each holding
 /// @p context tokens of random K and V in every layer, with room for one more: the state a decode
 /// step finds, without running the prompts.

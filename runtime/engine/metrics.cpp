@@ -46,7 +46,20 @@ ServingSummary summarize(std::span<const RequestOutput> outputs) {
   s.ttft = percentiles(std::move(ttft));
   s.tpot = percentiles(std::move(tpot));
   s.latency = percentiles(std::move(latency));
+  std::vector<double> gaps = inter_token_gaps(outputs, std::numeric_limits<int64_t>::max());
+  s.itl_max = gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end());
+  s.itl = percentiles(std::move(gaps));
   return s;
+}
+
+std::vector<double> inter_token_gaps(std::span<const RequestOutput> outputs, int64_t max_prompt) {
+  std::vector<double> gaps;
+  for (const RequestOutput& o : outputs) {
+    if (int64_t(o.prompt.size()) > max_prompt) continue;
+    const auto& t = o.metrics.token_times;
+    for (size_t i = 1; i < t.size(); ++i) gaps.push_back(t[i] - t[i - 1]);
+  }
+  return gaps;
 }
 
 namespace {
@@ -64,7 +77,8 @@ std::string to_json(const ServingSummary& s) {
   o << "{\"requests\": " << s.requests << ", \"finished\": " << s.finished
     << ", \"generated_tokens\": " << s.generated_tokens << ", \"makespan_s\": " << s.makespan
     << ", \"tokens_per_s\": " << s.tokens_per_second << ", \"ttft_s\": " << json(s.ttft)
-    << ", \"tpot_s\": " << json(s.tpot) << ", \"latency_s\": " << json(s.latency)
+    << ", \"tpot_s\": " << json(s.tpot) << ", \"itl_s\": " << json(s.itl) << ", \"itl_max_s\": " << s.itl_max
+    << ", \"latency_s\": " << json(s.latency)
     << ", \"preemptions\": " << s.preemptions << "}";
   return o.str();
 }

@@ -2,7 +2,8 @@
 /// @file metrics.h
 /// Serving metrics over a run's outputs (chapter 07), as `vllm bench serve` defines them:
 /// throughput = generated tokens / makespan; TTFT = first token − arrival; TPOT = (finish −
-/// first token) / (tokens − 1) per request; end-to-end latency. Percentiles by nearest rank.
+/// first token) / (tokens − 1) per request; ITL = every gap between a request's consecutive tokens,
+/// pooled over requests; end-to-end latency. Percentiles by nearest rank.
 
 #include <cstdint>
 #include <span>
@@ -29,6 +30,8 @@ struct ServingSummary {
   Percentiles ttft;              ///< over requests with a token
   Percentiles tpot;              ///< over requests with ≥ 2 tokens
   Percentiles latency;           ///< end to end, finished requests
+  Percentiles itl;               ///< inter-token latency: every gap between consecutive tokens, pooled
+  double itl_max = 0.0;          ///< the longest such gap (a decode stalled behind a prefill)
   int64_t preemptions = 0;       ///< Σ over requests
 };
 
@@ -37,6 +40,10 @@ Percentiles percentiles(std::vector<double> values);
 
 /// Summarizes @p outputs.
 ServingSummary summarize(std::span<const RequestOutput> outputs);
+
+/// The gaps between consecutive tokens of every request in @p outputs whose prompt has at most
+/// @p max_prompt tokens, pooled (ITL).
+std::vector<double> inter_token_gaps(std::span<const RequestOutput> outputs, int64_t max_prompt);
 
 /// The summary as one JSON object (no trailing newline).
 std::string to_json(const ServingSummary& summary);
