@@ -20,8 +20,10 @@ namespace inferlab::serving {
 /// second (exponential gaps: `vllm bench serve`'s burstiness 1).
 struct Workload {
   int64_t requests = 48;                        ///< how many
-  int64_t prompt_min = 16, prompt_max = 128;    ///< prompt length range, tokens
-  int64_t output_min = 16, output_max = 256;    ///< output length range, tokens
+  int64_t prompt_min = 16;                      ///< shortest prompt, tokens
+  int64_t prompt_max = 128;                     ///< longest prompt, tokens
+  int64_t output_min = 16;                      ///< fewest generated tokens
+  int64_t output_max = 256;                     ///< most generated tokens
   double rate = 0.0;                            ///< requests per second; 0: all at t = 0
   int64_t long_prompt_every = 0;                ///< every k-th request gets a long prompt (0: none)
   int64_t long_prompt = 0;                      ///< that prompt's length

@@ -79,7 +79,8 @@ struct EngineConfig {
 
 /// What one step did (kept when EngineConfig::record_steps).
 struct StepRecord {
-  double start = 0.0, seconds = 0.0;  ///< on the engine's clock
+  double start = 0.0;    ///< when it began, on the engine's clock
+  double seconds = 0.0;  ///< how long it took on that clock
   int64_t decode_tokens = 0;          ///< sequences that decoded one token
   int64_t prefill_tokens = 0;         ///< prompt (or recomputed) tokens
   int64_t preemptions = 0;            ///< requests preempted while planning it

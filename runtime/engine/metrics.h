@@ -16,7 +16,9 @@ namespace inferlab::engine {
 
 /// p50 / p99 / mean of one metric.
 struct Percentiles {
-  double p50 = 0.0, p99 = 0.0, mean = 0.0;  ///< seconds
+  double p50 = 0.0;   ///< median, seconds
+  double p99 = 0.0;   ///< 99th percentile, seconds
+  double mean = 0.0;  ///< mean, seconds
   int64_t count = 0;                        ///< requests it is over
 };
 
