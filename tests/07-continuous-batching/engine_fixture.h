@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,17 +60,40 @@ inline std::map<int64_t, engine::RequestOutput> serve(const model::LlamaModel& m
   return out;
 }
 
-/// Expects every output to equal the request run alone, naming the first difference.
-inline void expect_same_tokens(const std::map<int64_t, engine::RequestOutput>& served,
+/// The gap between the two largest logits @p model gives after @p tokens (one forward over them
+/// on a contiguous cache): how close greedy decoding was to picking another token there.
+inline double top2_margin(const model::LlamaModel& model, const std::vector<int32_t>& tokens) {
+  const auto n = int64_t(tokens.size());
+  KvCache cache(model.kv_shape(1, n), KvDtype::fp32);
+  model::ForwardBatch fb;
+  fb.tokens = tokens;
+  fb.chunk_lengths = {n};
+  fb.lengths = {n};
+  for (int64_t t = 0; t < n; ++t) fb.slots.push_back(cache.slot(0, t));
+  fb.logit_tokens = {n - 1};
+  const Tensor<float> logits = model.forward(fb, cache);
+  std::vector<float> row(logits.span().begin(), logits.span().end());
+  std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
+  return double(row[0]) - double(row[1]);
+}
+
+/// Expects every output to equal the request run alone; at a first difference, names it and
+/// reports the reference's top-2 logit margin there (a tiny margin would point at arithmetic
+/// that depends on the batch; a clear one at a scheduling bug).
+inline void expect_same_tokens(const model::LlamaModel& model, const std::map<int64_t, engine::RequestOutput>& served,
                                const std::map<int64_t, std::vector<int32_t>>& reference, const std::string& what) {
   for (const auto& [id, tokens] : reference) {
     const auto it = served.find(id);
     ASSERT_NE(it, served.end()) << what << ": request " << id << " missing";
     const auto& got = it->second.tokens;
     const auto diff = std::mismatch(got.begin(), got.end(), tokens.begin(), tokens.end());
-    EXPECT_TRUE(diff.first == got.end() && diff.second == tokens.end())
-        << what << ": request " << id << " differs from running alone at generated token "
-        << (diff.first - got.begin()) << " (" << got.size() << " vs " << tokens.size() << " tokens)";
+    if (diff.first == got.end() && diff.second == tokens.end()) continue;
+    const auto at = diff.first - got.begin();
+    std::vector<int32_t> context = it->second.prompt;
+    context.insert(context.end(), tokens.begin(), tokens.begin() + at);
+    ADD_FAILURE() << what << ": request " << id << " differs from running alone at generated token " << at << " ("
+                  << got.size() << " vs " << tokens.size() << " tokens); the reference's top-2 logit margin there is "
+                  << top2_margin(model, context);
   }
 }
 

@@ -3,6 +3,7 @@
 // budgets, preemption or prefix-cache hits; every request leaves exactly once; the pool is free
 // at the end. The model is a small random one (tiny preset) so that hundreds of requests run in
 // seconds; tests/07-continuous-batching/test_model.cpp checks the model itself.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,10 +52,24 @@ TEST(Ch07Engine, GreedyTokensEqualRunningAloneUnderAnyScheduling) {
   for (const Case c : {Case{16, 64, 256, 256, 8}, Case{1, 400, 7, 3, 5}, Case{4, 300, 32, 5, 16},
                        Case{7, 60, 64, 64, 24}, Case{32, 9, 40, 16, 4}}) {
     const auto served = serve(model, config_with(c.block_size, c.num_blocks, c.budget, c.chunk, c.max_seqs), requests);
-    expect_same_tokens(served, reference,
+    expect_same_tokens(model, served, reference,
                        "block " + std::to_string(c.block_size) + ", " + std::to_string(c.num_blocks) + " blocks, budget " +
                            std::to_string(c.budget) + ", chunk " + std::to_string(c.chunk));
   }
+}
+
+TEST(Ch07Engine, ADifferenceIsReportedWithTheReferenceTopTwoMargin) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  const Request r = random_request(rng, 3, model.config().vocab_size, 5, 9, 1);
+  const auto reference = alone(model, {r});
+  std::map<int64_t, engine::RequestOutput> served;
+  served[3].prompt = r.prompt;
+  served[3].tokens = reference.at(3);
+  served[3].tokens[0] = (served[3].tokens[0] + 1) % int32_t(model.config().vocab_size);  // a wrong first token
+  EXPECT_NONFATAL_FAILURE(expect_same_tokens(model, served, reference, "planted"),
+                          "at generated token 0 (1 vs 1 tokens); the reference's top-2 logit margin there is");
+  EXPECT_GT(top2_margin(model, r.prompt), 0.0);
 }
 
 TEST(Ch07Engine, ArrivalOrderDoesNotChangeTokens) {
@@ -66,7 +81,7 @@ TEST(Ch07Engine, ArrivalOrderDoesNotChangeTokens) {
   for (int trial = 0; trial < 3; ++trial) {
     std::shuffle(requests.begin(), requests.end(), rng.engine());
     for (size_t i = 0; i < requests.size(); ++i) requests[i].arrival = 0.001 * double(i);
-    expect_same_tokens(serve(model, config_with(8, 48, 48, 12, 6), requests), reference,
+    expect_same_tokens(model, serve(model, config_with(8, 48, 48, 12, 6), requests), reference,
                        "arrival order " + std::to_string(trial));
   }
 }
@@ -77,7 +92,7 @@ TEST(Ch07Engine, SampledRequestsFollowTheirOwnSeed) {
   std::vector<Request> requests;
   for (int64_t i = 0; i < 12; ++i)
     requests.push_back(random_request(rng, i, model.config().vocab_size, 1, 30, 20, /*sampled=*/true));
-  expect_same_tokens(serve(model, config_with(4, 80, 24, 6, 5), requests), alone(model, requests), "top-p sampling");
+  expect_same_tokens(model, serve(model, config_with(4, 80, 24, 6, 5), requests), alone(model, requests), "top-p sampling");
 }
 
 TEST(Ch07Engine, TinyPoolPreemptsAndStillMatches) {
@@ -93,7 +108,7 @@ TEST(Ch07Engine, TinyPoolPreemptsAndStillMatches) {
   const auto served = serve(model, c, requests, &stats);
   EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
   EXPECT_GT(stats.recomputed_tokens, 0);
-  expect_same_tokens(served, alone(model, requests), "with preemption");
+  expect_same_tokens(model, served, alone(model, requests), "with preemption");
   int64_t preempted = 0;
   for (const auto& [id, out] : served) preempted += out.metrics.preemptions;
   EXPECT_EQ(preempted, stats.preemptions);
@@ -112,7 +127,7 @@ TEST(Ch07Engine, PrefixCacheHitOnAWholePromptStillComputesItsLastToken) {
   EXPECT_EQ(served.at(2).metrics.cached_prompt_tokens, 24) << "a hit stops before the last token's block";
   EXPECT_EQ(served.at(2).metrics.computed_tokens, 8 + 4) << "the last prompt block, then 4 decodes";
   EXPECT_EQ(served.at(1).tokens, served.at(2).tokens);
-  expect_same_tokens(served, alone(model, {a, b}), "prefix-cache hit");
+  expect_same_tokens(model, served, alone(model, {a, b}), "prefix-cache hit");
 }
 
 TEST(Ch07Engine, PrefixCacheSharesPromptsBetweenRunningRequests) {
@@ -129,7 +144,7 @@ TEST(Ch07Engine, PrefixCacheSharesPromptsBetweenRunningRequests) {
   engine::EngineStats stats;
   const auto served = serve(model, config_with(16, 64, 64, 64, 8), requests, &stats);
   EXPECT_GE(stats.prefix_hit_tokens, 5 * 48) << "every later request should reuse the 3 shared blocks";
-  expect_same_tokens(served, alone(model, requests), "shared prefix");
+  expect_same_tokens(model, served, alone(model, requests), "shared prefix");
 }
 
 TEST(Ch07Engine, PreemptedRequestRecomputesFromZero) {
@@ -149,7 +164,7 @@ TEST(Ch07Engine, PreemptedRequestRecomputesFromZero) {
   EXPECT_GE(served.at(2).metrics.preemptions, 1) << "the newer request is the victim";
   EXPECT_EQ(served.at(1).metrics.preemptions, 0) << "the older one keeps running";
   EXPECT_GT(served.at(2).metrics.computed_tokens, 30 + 34 - 1) << "its tokens were computed again";
-  expect_same_tokens(served, alone(model, {a, b}), "after preemption");
+  expect_same_tokens(model, served, alone(model, {a, b}), "after preemption");
 }
 
 TEST(Ch07Engine, AbortFreesBlocksAtAnyTime) {
@@ -207,7 +222,7 @@ TEST(Ch07Engine, StaticBatchingWaitsForItsSlowestRequest) {
   // starts only after request 0's 60 tokens.
   EXPECT_GE(by_id.at(5).metrics.first_scheduled, by_id.at(0).metrics.finish);
   for (const auto& step : e.steps()) EXPECT_LE(step.ids.size(), 4u);
-  expect_same_tokens(by_id, alone(model, requests), "static batching");
+  expect_same_tokens(model, by_id, alone(model, requests), "static batching");
 }
 
 TEST(Ch07Engine, ContinuousBatchingLetsRequestsJoinAtAnyStep) {
