@@ -22,23 +22,6 @@ namespace inferlab::cli {
 
 namespace {
 
-// The integer value of --name, or nullopt; "--batch abc" names the option and the value.
-std::optional<int64_t> integer_option(const Args& args, const std::string& name) {
-  const std::optional<std::string> text = args.get(name);
-  if (!text) return std::nullopt;
-  size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(*text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text->size()) {
-    throw std::invalid_argument(name + " = " + *text + ": must be an integer");
-  }
-  return static_cast<int64_t>(value);
-}
-
 analysis::ModelShape model_from(const Args& args) {
   const bool shape_flags = args.has("hidden") || args.has("layers") || args.has("heads");
   const std::string key = args.get_or("model", shape_flags ? "custom" : "llama-7b");
@@ -50,8 +33,8 @@ analysis::ModelShape model_from(const Args& args) {
         throw std::invalid_argument(std::string("option --") + flag + ": is required for a custom model");
       }
     }
-    model.hidden_size = *integer_option(args, "hidden");
-    model.num_heads = *integer_option(args, "heads");
+    model.hidden_size = *args.integer("hidden");
+    model.num_heads = *args.integer("heads");
     model.num_kv_heads = model.num_heads;
     model.ffn_size = analysis::default_ffn_size(model.hidden_size);
     model.vocab_size = 32000;
@@ -60,7 +43,7 @@ analysis::ModelShape model_from(const Args& args) {
   }
   // Flags override a built-in's fields too: --model llama-7b --layers 50 is the article's example.
   const auto override_field = [&](const char* flag, int64_t& field) {
-    if (const auto value = integer_option(args, flag)) field = *value;
+    if (const auto value = args.integer(flag)) field = *value;
   };
   const analysis::ModelShape before = model;
   override_field("hidden", model.hidden_size);
@@ -86,16 +69,16 @@ analysis::ModelShape model_from(const Args& args) {
 int kv_waste(const Args& args, const analysis::ModelShape& model) {
   const analysis::KvFormat format = analysis::parse_kv_format(args.get_or("kv", "fp16"));
   analysis::KvWasteSettings settings = analysis::kv_waste_settings(model, format);
-  settings.max_seq_len = integer_option(args, "context").value_or(settings.max_seq_len);
-  const int64_t budget_gib = integer_option(args, "kv-budget-gib").value_or(16);
+  settings.max_seq_len = args.integer("context").value_or(settings.max_seq_len);
+  const int64_t budget_gib = args.integer("kv-budget-gib").value_or(16);
   require(budget_gib > 0 && budget_gib < (int64_t{1} << 32), "kv-budget-gib", budget_gib, "must be in [1, 2^32)");
   settings.budget_bytes = budget_gib << 30;
   settings.lengths = args.get_or("lengths", settings.lengths);
-  settings.requests = integer_option(args, "requests").value_or(settings.requests);
-  const int64_t seed = integer_option(args, "seed").value_or(static_cast<int64_t>(settings.seed));
+  settings.requests = args.integer("requests").value_or(settings.requests);
+  const int64_t seed = args.integer("seed").value_or(static_cast<int64_t>(settings.seed));
   require(seed >= 0, "seed", seed, "must be >= 0");
   settings.seed = static_cast<uint64_t>(seed);
-  settings.system_prompt_tokens = integer_option(args, "system-prompt").value_or(settings.system_prompt_tokens);
+  settings.system_prompt_tokens = args.integer("system-prompt").value_or(settings.system_prompt_tokens);
   const analysis::KvWasteReport report = analysis::kv_waste_report(settings);
   if (args.has("json")) {
     std::cout << analysis::to_json(report);
@@ -132,9 +115,9 @@ int analyze(const std::vector<std::string>& argv) {
   analysis::Workload workload;
   workload.model = model_from(args);
   workload.device = analysis::find_device(args.get_or("device", "a100-40"), args.get_or("roofline", ""));
-  workload.batch = integer_option(args, "batch").value_or(1);
-  workload.context = integer_option(args, "context").value_or(2048);
-  workload.prompt = integer_option(args, "prompt").value_or(0);
+  workload.batch = args.integer("batch").value_or(1);
+  workload.context = args.integer("context").value_or(2048);
+  workload.prompt = args.integer("prompt").value_or(0);
   require(!args.has("prompt") || workload.prompt > 0, "prompt", workload.prompt, "must be > 0");
   workload.weights = analysis::parse_weight_format(args.get_or("weights", "fp16"));
   workload.kv = analysis::parse_kv_format(args.get_or("kv", "fp16"));

@@ -2,6 +2,7 @@
 /// @file args.h
 /// A tiny command-line reader for the inferlab subcommands: --flag, --key value, --key=value.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,6 +25,12 @@ class Args {
   std::string required(const std::string& name) const;
   /// The value of --@p name, or @p fallback.
   std::string get_or(const std::string& name, const std::string& fallback) const;
+  /// The integer value of --@p name, or nullopt when absent; throws std::invalid_argument
+  /// ("name = text: must be an integer") when it is not one.
+  std::optional<int64_t> integer(const std::string& name) const;
+  /// The number value of --@p name, or nullopt when absent; throws std::invalid_argument
+  /// ("name = text: must be a number") when it is not one.
+  std::optional<double> real(const std::string& name) const;
   /// Throws std::invalid_argument for any option not in @p known.
   void check_known(const std::set<std::string>& known) const;
 

@@ -44,6 +44,34 @@ std::string Args::get_or(const std::string& name, const std::string& fallback) c
   return get(name).value_or(fallback);
 }
 
+std::optional<int64_t> Args::integer(const std::string& name) const {
+  const std::optional<std::string> text = get(name);
+  if (!text) return std::nullopt;
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(*text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text->size()) throw std::invalid_argument(name + " = " + *text + ": must be an integer");
+  return static_cast<int64_t>(value);
+}
+
+std::optional<double> Args::real(const std::string& name) const {
+  const std::optional<std::string> text = get(name);
+  if (!text) return std::nullopt;
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(*text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text->size()) throw std::invalid_argument(name + " = " + *text + ": must be a number");
+  return value;
+}
+
 void Args::check_known(const std::set<std::string>& known) const {
   for (const auto& [name, value] : values_) {
     if (!known.count(name)) {

@@ -21,16 +21,8 @@ namespace {
 // The cache as the user asked for it: contiguous, or (--block-size N) paged over scattered blocks.
 KvCache laid_out(const Args& args, KvCache cache) {
   if (!args.has("block-size")) return cache;
-  const std::string text = args.required("block-size");
-  int64_t block_size = 0;
-  try {
-    size_t used = 0;
-    block_size = std::stoll(text, &used);
-    if (used != text.size()) block_size = 0;
-  } catch (const std::exception&) {
-    block_size = 0;
-  }
-  require(block_size > 0, "--block-size", text, "must be a positive number of tokens per block");
+  const int64_t block_size = *args.integer("block-size");
+  require(block_size > 0, "--block-size", block_size, "must be a positive number of tokens per block");
   return to_paged(cache, block_size, /*seed=*/0);
 }
 

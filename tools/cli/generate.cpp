@@ -39,32 +39,10 @@ const char* kGenerateUsage = R"(usage: inferlab generate --model M (--prompt-ids
 )";
 
 int64_t integer(const Args& args, const std::string& name, int64_t fallback) {
-  if (!args.has(name)) return fallback;
-  const std::string text = args.required(name);
-  size_t used = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  require(used == text.size() && !text.empty(), "--" + name, text, "must be an integer");
-  return value;
+  return args.integer(name).value_or(fallback);
 }
 
-double real(const Args& args, const std::string& name, double fallback) {
-  if (!args.has(name)) return fallback;
-  const std::string text = args.required(name);
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  require(used == text.size() && !text.empty(), "--" + name, text, "must be a number");
-  return value;
-}
+double real(const Args& args, const std::string& name, double fallback) { return args.real(name).value_or(fallback); }
 
 std::vector<int32_t> id_list(const std::string& name, const std::string& text) {
   std::string spaced = text;
