@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/07-continuous-batching/stories_data.h"
 #include "tests/support/run_inferlab.h"
 
 namespace inferlab {
@@ -19,11 +20,9 @@ testing::CommandResult run(const std::string& arguments) {
 }
 
 std::string committed_ids() {
-  std::ifstream in(std::string(INFERLAB_SOURCE_DIR) + "/tests/07-continuous-batching/data/stories260K_greedy_bos_256.txt");
-  std::string comment, ids;
-  std::getline(in, comment);
-  std::getline(in, ids);
-  return ids;
+  std::string line;
+  for (const int32_t id : testing::committed_greedy_ids()) line += (line.empty() ? "" : " ") + std::to_string(id);
+  return line;
 }
 
 TEST(Ch07GenerateCli, Stories260KGreedyFromBosEqualsTheFloat64Reference) {

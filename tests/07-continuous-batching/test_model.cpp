@@ -32,6 +32,7 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
 #include "tests/support/llama_reference.h"
+#include "tests/07-continuous-batching/stories_data.h"
 #include "tests/support/seeded.h"
 
 #ifndef INFERLAB_SOURCE_DIR
@@ -46,27 +47,10 @@ using model::LlamaModel;
 using model::LlamaWeights;
 using testing::LlamaReference;
 using testing::SeededRng;
+using testing::committed_greedy_ids;
+using testing::stories_path;
 
-const std::string kSourceDir = INFERLAB_SOURCE_DIR;
-std::string stories_path() { return kSourceDir + "/models/stories260K.bin"; }
 
-/// The ids of a data file: every number on lines that do not start with '#'.
-std::vector<int32_t> read_ids(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("ids file '" + path + "': cannot be opened");
-  std::vector<int32_t> ids;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("#")) continue;
-    std::istringstream words(line);
-    for (int32_t id; words >> id;) ids.push_back(id);
-  }
-  return ids;
-}
-
-std::vector<int32_t> committed_greedy_ids() {
-  return read_ids(kSourceDir + "/tests/07-continuous-batching/data/stories260K_greedy_bos_256.txt");
-}
 
 /// A scratch file named after the running test, removed when the test ends.
 class TempFile {

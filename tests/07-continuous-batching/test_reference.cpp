@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/07-continuous-batching/stories_data.h"
 #include "tests/support/llama_reference.h"
 #include "tests/support/seeded.h"
 
@@ -323,23 +324,6 @@ TEST(LlamaReferenceTiny, RejectsBadTokensAndLengthsNamingThem) {
 
 // ---- stories260K -----------------------------------------------------------------------------------
 
-const std::string kSourceDir = INFERLAB_SOURCE_DIR;
-
-std::string stories_path() { return kSourceDir + "/models/stories260K.bin"; }
-
-/// The ids of a data file: every number on lines that do not start with '#'.
-std::vector<int32_t> read_ids(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("ids file '" + path + "': cannot be opened");
-  std::vector<int32_t> ids;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("#")) continue;
-    std::istringstream words(line);
-    for (int32_t id; words >> id;) ids.push_back(id);
-  }
-  return ids;
-}
 
 TEST(LlamaReferenceStories260K, ReadsTheDocumentedHeader) {
   const LlamaReferenceConfig c = LlamaReference(stories_path()).config();
@@ -355,7 +339,7 @@ TEST(LlamaReferenceStories260K, ReadsTheDocumentedHeader) {
 
 TEST(LlamaReferenceStories260K, GreedyFromBosEqualsTheCommittedIds) {
   const std::vector<int32_t> expected =
-      read_ids(kSourceDir + "/tests/07-continuous-batching/data/stories260K_greedy_bos_256.txt");
+      committed_greedy_ids();
   ASSERT_EQ(expected.size(), 256u);
   EXPECT_EQ(LlamaReference(stories_path()).greedy({1}, 256), expected);
 }
