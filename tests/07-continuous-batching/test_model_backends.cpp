@@ -30,6 +30,7 @@
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
+#include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
 #include "tests/support/test_backend.h"
 
@@ -177,6 +178,42 @@ TEST(ModelBackends, SwigluMatchesTheFloat64Oracle) {
       const Comparison cmp = compare_to_oracle(out, ref, tolerance_for(Precision::fp32));
       EXPECT_TRUE(cmp.ok) << "swiglu rows " << rows << ", hidden " << hidden << "\n" << cmp.report();
     }
+}
+
+// The hand-written layer kernels on the emulator under forward, reverse and shuffled thread
+// orders: RMSNorm's block reduction (a missing barrier would change its sum) and the elementwise
+// RoPE and SwiGLU give the same bits in every order (sim only: a GPU has one order per run).
+TEST(ModelBackends, LayerKernelsGiveTheSameBitsUnderEveryThreadOrder) {
+#if !defined(INFERLAB_TEST_BACKEND_SIM)
+  GTEST_SKIP() << "thread orders are the emulator's";
+#else
+  testing::SeededRng rng;
+  for (const int64_t rows : {int64_t{1}, int64_t{7}, int64_t{37}})
+    for (const int64_t width : kWidths) {
+      const Tensor<float> x = rng.normal_tensor({rows, width});
+      const Tensor<float> weight_tensor = rng.normal_tensor({width});
+      const std::vector<float> weight(weight_tensor.span().begin(), weight_tensor.span().end());
+      EXPECT_TRUE(testing::host_same_under_schedules(
+          [&](Tensor<float>& out) { sim::rms_norm_cuda(x, weight, 1e-5f, out); }, {rows, width}))
+          << "rms_norm, rows " << rows << ", width " << width;
+      const Tensor<float> gate_up = rng.normal_tensor({rows, 2 * width});
+      EXPECT_TRUE(testing::host_same_under_schedules([&](Tensor<float>& out) { sim::swiglu_cuda(gate_up, out); },
+                                                     {rows, width}))
+          << "swiglu, rows " << rows << ", width " << width;
+    }
+  const int64_t heads = 3, head_dim = 8, rows = 9;
+  const std::vector<float> table = rope_table(64, head_dim, 10000.0);
+  std::vector<int64_t> positions;
+  for (int64_t r = 0; r < rows; ++r) positions.push_back(rng.integer(0, 63));
+  const Tensor<float> x = rng.normal_tensor({rows, heads * head_dim});
+  EXPECT_TRUE(testing::host_same_under_schedules(
+      [&](Tensor<float>& out) {
+        out = x;
+        sim::rope_cuda(out.data(), rows, heads * head_dim, heads, head_dim, positions, table);
+      },
+      {rows, heads * head_dim}))
+      << "rope";
+#endif
 }
 
 TEST(ModelBackends, BadShapesAreRejected) {
