@@ -151,8 +151,8 @@ void rope_cpu(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t
   const int64_t half = head_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t p = positions[size_t(r)];
-    require(p >= 0 && (p + 1) * half * 2 <= int64_t(cos_sin.size()), "positions[" + std::to_string(r) + "]", p,
-            "is outside the RoPE table");
+    if (p < 0 || (p + 1) * half * 2 > int64_t(cos_sin.size()))  // the message is built only for a bad row
+      require(false, "positions[" + std::to_string(r) + "]", p, "is outside the RoPE table");
     const float* cs = cos_sin.data() + p * half * 2;
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + r * row_stride + h * head_dim;

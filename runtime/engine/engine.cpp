@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,15 @@ void EngineConfig::validate() const {
 
 namespace {
 
+// Why a request whose generated tokens are @p tokens stops now (its newest token is a stop id, or
+// it has max_new_tokens), or nullopt — the engine and generate_alone() stop by the same rule.
+std::optional<FinishReason> finish_reason(const SamplingParams& sampling, const std::vector<int32_t>& tokens) {
+  if (std::find(sampling.stop_ids.begin(), sampling.stop_ids.end(), tokens.back()) != sampling.stop_ids.end())
+    return FinishReason::stop;
+  if (int64_t(tokens.size()) >= sampling.max_new_tokens) return FinishReason::length;
+  return std::nullopt;
+}
+
 EngineConfig validated(EngineConfig config, const model::LlamaModel& model) {
   config.validate();
   require(config.max_seq_len <= model.config().max_seq_len, "max_seq_len", config.max_seq_len,
@@ -72,10 +82,10 @@ void Engine::add_request(Request request) {
   require(!seen_.contains(id), "request id", id, "is already used by another request");
   require(!request.prompt.empty(), "request " + std::to_string(id) + " prompt.size()", 0, "must be ≥ 1");
   const int64_t vocab = model_.config().vocab_size;
-  for (size_t i = 0; i < request.prompt.size(); ++i)
-    require(request.prompt[i] >= 0 && request.prompt[i] < vocab,
-            "request " + std::to_string(id) + " prompt[" + std::to_string(i) + "]", request.prompt[i],
-            "must be a token id in [0, " + std::to_string(vocab) + ")");
+  for (size_t i = 0; i < request.prompt.size(); ++i)  // the message is built only for a bad id
+    if (request.prompt[i] < 0 || request.prompt[i] >= vocab)
+      require(false, "request " + std::to_string(id) + " prompt[" + std::to_string(i) + "]", request.prompt[i],
+              "must be a token id in [0, " + std::to_string(vocab) + ")");
   request.sampling.validate();
   const int64_t total = int64_t(request.prompt.size()) + request.sampling.max_new_tokens;
   require(total <= config_.max_seq_len, "request " + std::to_string(id) + " prompt + max_new_tokens", total,
@@ -333,12 +343,7 @@ void Engine::run_batch(const std::vector<Planned>& batch, const std::vector<int6
     s.output.metrics.token_times.push_back(now_);
     if (s.output.metrics.first_token < 0) s.output.metrics.first_token = now_;
     ++stats_.generated_tokens;
-    const auto& stops = s.request.sampling.stop_ids;
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      finished.push_back({id, FinishReason::stop});
-    } else if (int64_t(s.output.tokens.size()) >= s.request.sampling.max_new_tokens) {
-      finished.push_back({id, FinishReason::length});
-    }
+    if (const auto reason = finish_reason(s.request.sampling, s.output.tokens)) finished.push_back({id, *reason});
   }
   for (const auto& [id, reason] : finished) finish(id, reason);
 
@@ -377,13 +382,8 @@ RequestOutput generate_alone(const model::LlamaModel& model, const Request& requ
     length = fb.lengths[0];
     const int32_t token = choose_token(logits.span(), request.sampling, rng_state);
     out.tokens.push_back(token);
-    const auto& stops = request.sampling.stop_ids;
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      out.reason = FinishReason::stop;
-      break;
-    }
-    if (int64_t(out.tokens.size()) >= request.sampling.max_new_tokens) {
-      out.reason = FinishReason::length;
+    if (const auto reason = finish_reason(request.sampling, out.tokens)) {
+      out.reason = *reason;
       break;
     }
     chunk = {token};
