@@ -8,7 +8,18 @@
 
 namespace inferlab {
 
+namespace {
+bool seed_fixed = false;
+uint64_t fixed_seed = 0;
+}  // namespace
+
+void Rng::fix_fresh_seed(uint64_t seed) {
+  seed_fixed = true;
+  fixed_seed = seed;
+}
+
 uint64_t Rng::fresh_seed() {
+  if (seed_fixed) return fixed_seed;
   if (const char* fixed = std::getenv("INFERLAB_SEED"); fixed != nullptr && *fixed != '\0') {
     try {
       return std::stoull(fixed);

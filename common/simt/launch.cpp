@@ -80,6 +80,7 @@ class Pool {
 
 std::mutex launch_mutex;  // one launch at a time (the emulator is one device)
 LaunchRecord last_record;
+uint64_t launches = 0;  // launch_count()
 
 }  // namespace
 
@@ -92,6 +93,7 @@ cudaError_t run_launch(const LaunchRequest& request) {
     return true;
   }();
   (void)death_callbacks_installed;
+  ++launches;
   if (const cudaError_t sticky = sticky_error(); sticky != cudaSuccess) return sticky;
   Launch launch;
   launch.request = &request;
@@ -152,6 +154,11 @@ cudaError_t run_launch(const LaunchRequest& request) {
 LaunchRecord last_launch() {
   std::lock_guard lock(detail::launch_mutex);
   return detail::last_record;
+}
+
+uint64_t launch_count() {
+  std::lock_guard lock(detail::launch_mutex);
+  return detail::launches;
 }
 
 }  // namespace simt

@@ -83,6 +83,10 @@ struct LaunchRecord {
 };
 /// The most recent launch of this process (empty before the first).
 LaunchRecord last_launch();
+/// Kernel launches this process has made (every simt::launch call that reached the emulator,
+/// whether or not it ran): a graded test reads it before and after a call to tell a kernel that
+/// ran on the device from host code that computed the answer itself.
+uint64_t launch_count();
 
 /// One thread's write to a watched byte range (see watch_writes()).
 struct WatchedWrite {
