@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of tools/grade.py's pure logic and its process containment. Builds nothing.
+"""Unit tests of the grader's (tools/grading/) pure logic and its process containment. Builds nothing.
 
 Run: python3 tools/test_grade.py   (ctest: the 'grade_tool' test, label 'tools')
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import grade  # noqa: E402
+import grading as grade  # noqa: E402
 
 LIST_OUTPUT = """\
 Running main() from ./googletest/src/gtest_main.cc
@@ -216,6 +216,67 @@ class ReportTests(unittest.TestCase):
         full.tests = [grade.TestResult("A.B", grade.PASSED)]
         self.assertEqual(grade.check_expectations([full], False, True), [])
         self.assertTrue(grade.check_expectations([grade.Chapter("01", "x")], False, True))  # no tests found
+
+
+
+class IntegrityTests(unittest.TestCase):
+    """What a student library may define and include (tools/grading/integrity.py)."""
+
+    offered = {"inferlab", "require", "Tensor", "dim", "sim", "DeviceBuffer", "check_cuda", "blockIdx"}
+
+    def problem(self, kind, name):
+        from grading import integrity
+        return integrity.export_problem(kind, name, self.offered)
+
+    def test_student_namespaces_may_define_anything(self):
+        self.assertIsNone(self.problem("T", "inferlab::student::softmax_row(std::span<float, 18446744073709551615ul>)"))
+        self.assertIsNone(self.problem("T", "inferlab::sim::student::decode_attention(float const*, int)"))
+
+    def test_a_strong_definition_outside_is_rejected(self):
+        self.assertIsNotNone(self.problem("T", "inferlab::compare_to_oracle(std::span<float const>, double)"))
+        self.assertIsNotNone(self.problem("T", "write"))
+        self.assertIsNotNone(self.problem("T", "main"))
+        self.assertIsNotNone(self.problem("D", "inferlab::some_table"))
+
+    def test_weak_copies_of_offered_templates_are_allowed(self):
+        self.assertIsNone(self.problem("W", "void inferlab::require<int>(bool, std::basic_string_view<char>, int const&)"))
+        self.assertIsNone(self.problem("W", "inferlab::Tensor<float>::dim(int) const"))
+        self.assertIsNone(self.problem("W", "std::__cxx11::to_string(int)"))
+        self.assertIsNone(self.problem("u", "blockIdx"))
+        self.assertIsNone(self.problem("V", "DW.ref.__gxx_personality_v0"))
+
+    def test_a_weak_definition_of_a_lab_name_is_rejected(self):
+        # An inline redefinition of the comparison the parent uses would shadow the lab's copy.
+        self.assertIsNotNone(self.problem("W", "inferlab::compare_to_oracle(std::span<float const>, double)"))
+        self.assertIsNotNone(self.problem("W", "inferlab::testing::attention_matches_oracle()"))
+        self.assertIsNotNone(self.problem("i", "inferlab::student::dispatch()"))
+
+    def test_includes_outside_the_offered_set_are_named(self):
+        from grading import integrity
+        root = integrity.ROOT
+        student = root / "solutions"
+        build = root / "build" / "x"
+        ok = [student / "01-naive-cpu-attention" / "helpers.h", root / "exercises" / "01-naive-cpu-attention" / "ch01.h",
+              root / "common" / "tensor.h", root / "common" / "simt" / "simt.h", Path("/usr/include/c++/12/vector"),
+              build / "generated" / "common" / "config.h"]
+        for header in ok:
+            self.assertIsNone(integrity.include_problem(header, student, build), header)
+        bad = [root / "kernels" / "attention" / "softmax_warp.cuh", root / "tests" / "support" / "attention_check.h",
+               root / "common" / "compare.h", root / "runtime" / "engine" / "step_planner.h",
+               root / "exercises" / "01-naive-cpu-attention" / "softmax_row.cpp"]
+        for header in bad:
+            self.assertIsNotNone(integrity.include_problem(header, student, build), header)
+
+    def test_expect_zero_needs_a_built_chapter_with_no_pass(self):
+        ch = grade.Chapter("04", "int8-kv-cache")
+        ch.tests = [grade.TestResult("A.b", grade.FAILED), grade.TestResult("A.c", grade.PASSED)]
+        self.assertTrue(grade.check_zero([ch], ["04"]))
+        ch.tests[1].outcome = grade.FAILED
+        self.assertEqual(grade.check_zero([ch], ["04"]), [])
+        ch.status = grade.NO_COMPILE
+        self.assertTrue(grade.check_zero([ch], ["04"]))
+        ch.status = grade.FORBIDDEN
+        self.assertEqual(grade.check_zero([ch], ["04"]), [])
 
 
 class ContainmentTests(unittest.TestCase):

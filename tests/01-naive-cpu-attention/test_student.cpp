@@ -154,6 +154,12 @@ TEST(Ch01Cost, MatchesHandComputedValues) {
   EXPECT_DOUBLE_EQ(c.flops, 2147483648.0);   // 4·2048²·128
   EXPECT_DOUBLE_EQ(c.bytes, 10485760.0);     // 2·(2048² + 4·2048·128)
   EXPECT_DOUBLE_EQ(c.arithmetic_intensity(), 204.8);
+  // The same count at a fresh L near the worked one (a table of the case above must not pass).
+  testing::SeededRng rng;
+  const int64_t L = rng.integer(1000, 3000), d = 128;
+  const Cost got = student_cost(L, d, 2.0);
+  EXPECT_DOUBLE_EQ(got.flops, cost_worked_out(L, d, 2.0).flops) << "L=" << L;
+  EXPECT_DOUBLE_EQ(got.bytes, cost_worked_out(L, d, 2.0).bytes) << "L=" << L;
 }
 
 TEST(Ch01Cost, MatchesTheCountOnFreshShapes) {

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Grades every cheating submission of tests/grading/cheats/ and requires each to score zero on
+the chapter it cheats, caught by the mechanism it is meant to be caught by. CI runs it.
+
+  python3 tests/grading/grade_cheats.py [--build-dir DIR] [--only NAME ...]
+
+--build-dir: reuse a configured grade folder (CI passes build/grade-exercises, so only the cheat
+files and the graded programs are recompiled). Exit status 0 when every cheat is caught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHEATS = ROOT / "tests" / "grading" / "cheats"
+
+# name → (chapter, what must catch it). "inspection": the chapter is rejected before any test
+# runs (status forbidden-calls); "tests": it builds and runs, and no graded test passes.
+EXPECTED = {
+    "report-writer": ("01", "tests"),       # the sandbox: open() fails, the early exit fails the call
+    "override-harness": ("01", "inspection"),
+    "seed-fixer": ("01", "inspection"),
+    "cost-function": ("01", "inspection"),
+    "answer-table": ("01", "tests"),
+    "reference-header": ("02", "inspection"),
+    "weak-reference": ("04", "inspection"),
+    "host-loop": ("05", "tests"),            # no kernel launched
+    "sandbox-escape": ("07", "tests"),       # open/kill/fork/exec all fail, the exit fails the call
+}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", help="the grade build folder to reuse")
+    p.add_argument("--only", nargs="*", help="grade only these cheats")
+    args = p.parse_args()
+    found = sorted(d.name for d in CHEATS.iterdir() if d.is_dir())
+    missing = sorted(set(EXPECTED) - set(found))
+    unknown = sorted(set(found) - set(EXPECTED))
+    if missing or unknown:
+        print(f"cheats without a folder: {missing}; folders without an expectation: {unknown}")
+        return 1
+    names = args.only or found
+    failures = []
+    for name in names:
+        chapter, caught_by = EXPECTED[name]
+        with tempfile.TemporaryDirectory(prefix=f"cheat-{name}-") as out:
+            cmd = [sys.executable, str(ROOT / "tools" / "grade.py"), "--student", str(CHEATS / name), "--out", out,
+                   "--expect-zero", chapter]
+            if args.build_dir:
+                cmd += ["--build-dir", args.build_dir]
+            print(f"== cheat {name} (chapter {chapter}, must be caught by the {caught_by})", flush=True)
+            r = subprocess.run(cmd, text=True, capture_output=True)
+            report_path = Path(out) / "grade.json"
+            report = json.loads(report_path.read_text()) if report_path.exists() else None
+        status = passed = total = None
+        if report:
+            ch = next(c for c in report["chapters"] if c["chapter"] == f"ch{chapter}")
+            status, passed, total = ch["status"], ch["passed"], ch["total"]
+        want_status = "forbidden-calls" if caught_by == "inspection" else "graded"
+        ok = r.returncode == 0 and status == want_status and passed == 0
+        print(f"   {'caught' if ok else 'NOT CAUGHT AS EXPECTED'}: status {status}, passed {passed}/{total} "
+              f"(grade exit {r.returncode})", flush=True)
+        if not ok:
+            failures.append(name)
+            print("\n".join("   | " + l for l in (r.stdout + r.stderr).splitlines()[-40:]))
+    print(f"{len(names) - len(failures)}/{len(names)} cheats caught as expected"
+          + (f"; not: {', '.join(failures)}" if failures else ""))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""What a student library may contain and use: the checks that run after it builds, before any test.
+
+The graded tests run student code only in a sandboxed child process (tests/support/isolation.h),
+so the verdict is the trusted parent's. What the parent executes must therefore be the lab's code
+alone, and what the child may call must not answer the exercise for it:
+
+  exports      every symbol the library defines globally is in a student namespace
+               (inferlab::student, inferlab::sim::student, inferlab::cuda::student), or is a
+               weak copy of a template/inline function of a header the student may include —
+               never a definition of a lab, C library or GoogleTest name (overriding
+               compare_to_oracle, attention_reference, write, _exit …);
+  startup      no code that runs without being called: no .init_array/.ctors/.preinit_array
+               (global objects with constructors, __attribute__((constructor)), <iostream>'s
+               static initialiser), no .fini_array/.dtors, no .init/.fini fragments, no GNU
+               indirect functions (their resolvers run when the program loads);
+  references   no reference — strong, weak or through a header's inline code — to anything
+               the reference kernels, the runtime, the chapters, the test support or GoogleTest
+               define, nor to the parts of common/ that answer an exercise (the oracle
+               comparison, the FLOP/byte counts);
+  includes     every header a student object includes is the student's own, a contract header
+               (exercises/NN-slug/*.h, *.cuh), one of OFFERED_COMMON_HEADERS or a system header.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .model import ROOT
+
+# What common/ deliberately offers student code (paths relative to the repository root).
+# Everything under common/simt/ (the emulator a kernel exercise compiles against) is offered too.
+OFFERED_COMMON_HEADERS = (
+    "common/check.h",       # require(), NotImplemented: argument checks with clear messages
+    "common/tensor.h",      # Tensor<T>, Shape: the lab's array type
+    "common/huge_pages.h",  # the storage under Tensor
+    "common/half.h",        # fp16/bf16 conversions
+    "common/cost.h",        # the Cost struct that exercise 1.3 returns (its functions are not offered)
+)
+OFFERED_COMMON_DIRS = ("common/simt/",)
+# The objects of libinferlab_common.a whose functions student code may call: the offered headers'
+# out-of-line parts. The rest of common/ (the oracle comparison, the FLOP/byte counts, the
+# roofline, the RNG, .npy files, backend selection) is the lab's side of the grading.
+OFFERED_COMMON_OBJECTS = ("tensor.cpp.o", "half.cpp.o", "huge_pages.cpp.o")
+# Libraries under the build folder whose definitions student code must not reference.
+TRUSTED_DIRS = ("kernels", "runtime", "chapters", "tests", "tools", "common")
+
+STUDENT_NAMESPACES = ("inferlab::student::", "inferlab::sim::student::", "inferlab::cuda::student::")
+# Weak copies of templates and inline functions in these namespaces come from the C++ library
+# or the emulator's headers.
+LIBRARY_NAMESPACES = ("std::", "__gnu_cxx::", "__cxxabiv1::", "simt::", "__gnu_debug::")
+STARTUP_SECTIONS = re.compile(r"^\.(init_array|fini_array|preinit_array|ctors|dtors|init|fini)(\.|$)")
+WEAK_KINDS = set("WVuvw")
+STRONG_KINDS = set("TDBRGSC")
+
+
+@dataclass
+class Findings:
+    """What the checks found in one student library (empty lists: clean)."""
+    exports: list[str] = field(default_factory=list)
+    startup: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    includes: list[str] = field(default_factory=list)
+
+    def clean(self) -> bool:
+        return not (self.exports or self.startup or self.references or self.includes)
+
+    def explain(self, limit: int = 12) -> str:
+        parts = []
+        for title, items in (
+                ("defines names outside the student namespaces (only inferlab::student / inferlab::sim::student "
+                 "may be defined)", self.exports),
+                ("has code that runs without being called (global objects with constructors, "
+                 "__attribute__((constructor)/(destructor)), <iostream>, ifunc): not allowed in exercise files",
+                 self.startup),
+                ("refers to code it is graded against (reference kernels, runtime, tests, the oracle, the cost "
+                 "counts, GoogleTest)", self.references),
+                ("includes headers that are not offered (your folder, the contract headers, system headers and "
+                 + ", ".join(OFFERED_COMMON_HEADERS) + ", common/simt/ only)", self.includes)):
+            if items:
+                parts.append(f"the student library {title}:\n  " + "\n  ".join(items[:limit])
+                             + (f"\n  ... and {len(items) - limit} more" if len(items) > limit else ""))
+        return "\n".join(parts)
+
+
+# ---- symbols ------------------------------------------------------------------------------------
+
+
+def nm_symbols(lib: Path, *flags: str) -> list[tuple[str, str, str]]:
+    """(member object, kind letter, mangled name) for each symbol nm lists."""
+    r = subprocess.run(["nm", "-A", *flags, str(lib)], capture_output=True, text=True)
+    out = []
+    for line in r.stdout.splitlines():
+        # "lib.a:member.o:0000000000000000 T name" or "lib.a:member.o:                 U name"
+        head, _, rest = line.rpartition(":")
+        parts = rest.split()
+        if len(parts) >= 2:
+            member = head.rsplit(":", 1)[-1]
+            out.append((member, parts[-2], parts[-1]))
+    return out
+
+
+def demangle(names: list[str]) -> list[str]:
+    if not names or not shutil.which("c++filt"):
+        return list(names)
+    r = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    return lines if r.returncode == 0 and len(lines) == len(names) else list(names)
+
+
+def offered_identifiers() -> set[str]:
+    """Every identifier spelled in the offered headers: a weak definition outside the student
+    namespaces must be a copy of something these declare (Tensor<float>::dim, require<int>, …)."""
+    words: set[str] = set()
+    files = [ROOT / h for h in OFFERED_COMMON_HEADERS]
+    for d in OFFERED_COMMON_DIRS:
+        files += sorted((ROOT / d).rglob("*.h"))
+    for f in files:
+        if f.is_file():
+            words |= set(re.findall(r"[A-Za-z_]\w*", f.read_text(errors="replace")))
+    return words
+
+
+def _qualified_name(demangled: str) -> str:
+    """'void inferlab::require<int>(bool, …)' → 'inferlab::require'; templates and arguments dropped."""
+    s = demangled
+    for prefix in ("typeinfo name for ", "typeinfo for ", "vtable for ", "guard variable for ",
+                   "VTT for ", "construction vtable for "):
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+    # Drop template arguments and parameter lists (nested brackets), then a leading return type.
+    out, depth = [], 0
+    for ch in s:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    tokens = "".join(out).split()
+    while len(tokens) > 1 and tokens[-1] in ("const", "volatile", "&", "&&", "noexcept"):
+        tokens.pop()  # qualifiers after the parameter list
+    return tokens[-1] if tokens else ""
+
+
+def export_problem(kind: str, demangled: str, offered: set[str]) -> str | None:
+    """Why a global definition of the student library is not allowed (None: allowed)."""
+    name = _qualified_name(demangled)
+    if kind == "i":
+        return f"{demangled} (an indirect function: its resolver runs when the program loads)"
+    if any(name.startswith(ns) or demangled.startswith(ns) for ns in STUDENT_NAMESPACES) or \
+            any(f" {ns}" in f" {name}" for ns in STUDENT_NAMESPACES):
+        return None
+    if kind in STRONG_KINDS:
+        return f"{demangled} (defined outside the student namespaces)"
+    if kind in WEAK_KINDS:
+        if demangled.startswith("DW.ref.") or any(name.startswith(ns) for ns in LIBRARY_NAMESPACES):
+            return None
+        parts = [p for p in name.split("::") if p]
+        if parts and all(p in offered or p.startswith("~") and p[1:] in offered or p.startswith("operator")
+                         for p in parts):
+            return None
+        return f"{demangled} (a weak definition of a name no offered header declares)"
+    return None
+
+
+def check_symbols(student_lib: Path, build: Path) -> tuple[list[str], list[str]]:
+    """(export problems, forbidden references) of @p student_lib against the trusted libraries."""
+    defined = nm_symbols(student_lib, "--defined-only", "-g")
+    undefined = nm_symbols(student_lib, "--undefined-only")
+    own = {name for _, _, name in defined}
+    offered = offered_identifiers()
+    names = [name for _, _, name in defined]
+    exports = []
+    for (member, kind, _), pretty in zip(defined, demangle(names)):
+        why = export_problem(kind, pretty, offered)
+        if why:
+            exports.append(f"{why} [{member}]")
+
+    allowed: set[str] = set()
+    forbidden: set[str] = set()
+    for sub in TRUSTED_DIRS:
+        for lib in sorted((build / sub).rglob("*.a")) if (build / sub).is_dir() else []:
+            if "student" in lib.name:
+                continue
+            is_simt = "simt" in lib.name
+            for member, kind, name in nm_symbols(lib, "--defined-only", "-g"):
+                if is_simt or (lib.name == "libinferlab_common.a" and member in OFFERED_COMMON_OBJECTS):
+                    allowed.add(name)
+                else:
+                    forbidden.add(name)
+    wanted = {name for _, _, name in undefined} - own
+    hits = sorted((wanted & forbidden) - allowed)
+    gtest = sorted(s for s in wanted - allowed if s.startswith("_ZN7testing") or s.startswith("_ZNK7testing"))
+    references = demangle(hits + [g for g in gtest if g not in hits])
+    return sorted(set(exports)), references
+
+
+def check_startup(student_lib: Path) -> list[str]:
+    """Sections of @p student_lib whose code runs without being called."""
+    r = subprocess.run(["readelf", "-SW", str(student_lib)], capture_output=True, text=True)
+    found, member = [], "?"
+    for line in r.stdout.splitlines():
+        m = re.match(r"^File: .*\((.*)\)$", line.strip())
+        if m:
+            member = m.group(1)
+            continue
+        m = re.match(r"^\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+\S+\s+\S+\s+([0-9a-f]+)", line)
+        if m and STARTUP_SECTIONS.match(m.group(1)) and int(m.group(2), 16) > 0:
+            found.append(f"{m.group(1)} in {member}")
+    return sorted(set(found))
+
+
+# ---- includes -----------------------------------------------------------------------------------
+
+
+def include_problem(header: Path, student_dir: Path, build: Path) -> str | None:
+    """Why @p header may not be included by student code (None: it may)."""
+    try:
+        path = header.resolve()
+    except OSError:
+        return None
+    for allowed_root in (student_dir.resolve(), (ROOT / "exercises").resolve(), (build / "generated").resolve()):
+        if path.is_relative_to(allowed_root):
+            if allowed_root == (ROOT / "exercises").resolve() and path.suffix not in (".h", ".cuh", ".hpp"):
+                return f"{header} (only the contract headers of exercises/ may be included)"
+            return None
+    if path.is_relative_to(build.resolve()):
+        # The wrappers inferlab_add_kernels() generates around each .cu (they include only it).
+        return None
+    root = ROOT.resolve()
+    if not path.is_relative_to(root):
+        return None  # a system or third-party header
+    rel = path.relative_to(root).as_posix()
+    if rel in OFFERED_COMMON_HEADERS or any(rel.startswith(d) for d in OFFERED_COMMON_DIRS):
+        return None
+    return rel
+
+
+def check_includes(build: Path, objects: list[Path], student_dir: Path) -> list[str]:
+    """Headers the student objects include that are not offered."""
+    found: set[str] = set()
+    for obj in objects:
+        rel = obj.relative_to(build).as_posix()
+        r = subprocess.run(["ninja", "-C", str(build), "-t", "deps", rel], capture_output=True, text=True)
+        for line in r.stdout.splitlines()[1:]:
+            dep = line.strip()
+            if not dep:
+                continue
+            why = include_problem(Path(dep), student_dir, build)
+            if why:
+                found.add(f"{why} (from {obj.name.split('.')[0]})")
+    return sorted(found)
+
+
+def student_objects(build: Path, lib: Path) -> list[Path]:
+    """The object files the build links into @p lib now (never stale objects of an earlier tree)."""
+    rel = lib.relative_to(build).as_posix()
+    r = subprocess.run(["ninja", "-C", str(build), "-t", "query", rel], capture_output=True, text=True)
+    objs, in_inputs = [], False
+    for line in r.stdout.splitlines():
+        if line.startswith("  input:"):
+            in_inputs = True
+            continue
+        if line.startswith("  outputs:"):
+            break
+        entry = line.strip()
+        if in_inputs and entry.endswith(".o") and not entry.startswith("||"):
+            objs.append(build / entry)
+    return objs
+
+
+def student_library(build: Path, number: str) -> Path | None:
+    """libstudent_chNN.a, or libstudent_chNN_sim.a for a chapter of .cu files."""
+    return next((lib for name in (f"libstudent_ch{number}.a", f"libstudent_ch{number}_sim.a")
+                 for lib in build.rglob(name)), None)
+
+
+def inspect(build: Path, number: str, student_dir: Path) -> Findings:
+    """Every check on chapter @p number's student library."""
+    findings = Findings()
+    lib = student_library(build, number)
+    if lib is None or not shutil.which("nm"):
+        findings.exports.append("cannot inspect the student library (not found, or nm missing: apt-get install binutils)")
+        return findings
+    findings.exports, findings.references = check_symbols(lib, build)
+    findings.startup = check_startup(lib)
+    findings.includes = check_includes(build, student_objects(build, lib), student_dir)
+    return findings

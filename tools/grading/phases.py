@@ -1,0 +1,311 @@
+"""grade() in phases: prepare → configure → build and inspect each chapter → list → run → report.
+
+Each phase reads and extends one GradeRun; a chapter that fails a phase keeps its status and
+skips the later ones, so one broken chapter never stops the others from being graded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import integrity
+from .build import (blames_student, build_target, discover_chapters, failed_outputs, find_binary, first_errors,
+                    ninja_targets, resolve_student)
+from .contain import kill_all_live, limit_children, run_contained
+from .gtest import classify, parse_gtest_list, parse_gtest_xml
+from .model import (FORBIDDEN, GRADED, LAB_BROKEN, MISSING, NO_COMPILE, NO_LINK, NO_LIST, NO_TESTS, PASSED, ROOT,
+                    Chapter, GradeError, TestResult)
+from .report import check_expectations, check_zero, chapter_note, grade_json, junit_xml, score_table
+
+
+def say(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+@dataclass
+class GradeRun:
+    """Everything one grade run knows, phase by phase."""
+    args: argparse.Namespace
+    started: float = field(default_factory=time.monotonic)
+    cmake_value: str = ""            # INFERLAB_STUDENT
+    student_dir: Path = ROOT
+    name: str = ""                   # names the out folder
+    build: Path = ROOT
+    out: Path = ROOT
+    logs: Path = ROOT
+    seed: int = 0
+    chapters: list[Chapter] = field(default_factory=list)
+    lab_broken: bool = False
+
+
+# ---- 1. prepare ---------------------------------------------------------------------------------
+
+
+def prepare(args: argparse.Namespace) -> GradeRun:
+    """The student tree, the build and report folders, the seed."""
+    run = GradeRun(args)
+    for tool, pkg in (("cmake", "cmake"), ("ninja", "ninja-build"), ("g++", "g++"), ("nm", "binutils"),
+                      ("readelf", "binutils")):
+        if not shutil.which(tool):
+            raise GradeError(f"missing {tool}; install it with: sudo apt-get install -y {pkg}")
+    run.cmake_value, run.student_dir, run.name = resolve_student(args.student)
+    if not run.student_dir.is_dir():
+        raise GradeError(f"student tree '{args.student}' is not a folder "
+                         "(use exercises, solutions or a path to a copy of exercises/)")
+    # exercises and solutions get their own build folders; every student copy shares one, so
+    # grading a class recompiles only each student's files (a lock serialises concurrent runs).
+    if args.build_dir:
+        run.build = Path(args.build_dir).expanduser().resolve()
+    else:
+        run.build = ROOT / "build" / f"grade-{run.name if run.name in ('exercises', 'solutions') else 'student'}"
+    run.out = Path(args.out).expanduser().resolve() if args.out else ROOT / "grade" / run.name
+    run.logs = run.out / "logs"
+    if run.logs.exists():
+        shutil.rmtree(run.logs)
+    run.logs.mkdir(parents=True)
+    for stale in ("grade.json", "junit.xml"):
+        (run.out / stale).unlink(missing_ok=True)
+    # The grader picks the seed; the environment's INFERLAB_SEED is ignored (and removed from the
+    # tests' environment), so nothing the student controls fixes the "fresh" data.
+    run.seed = args.seed if args.seed is not None else secrets.randbits(63)
+    run.chapters = discover_chapters()
+    if not run.chapters:
+        raise GradeError(f"no chapter folders (NN-slug) in {ROOT / 'exercises'}")
+    say(f"== inferlab grade: {run.student_dir}")
+    say(f"   build folder {_show(run.build)}, report in {run.out}")
+    say(f"   seed {run.seed} (the same data again: --seed {run.seed})")
+    return run
+
+
+def _show(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+# ---- 2. configure -------------------------------------------------------------------------------
+
+
+def configure(run: GradeRun) -> set[str]:
+    """Configures the build folder for the student tree (every time: cheap, and it picks up the
+    tree's files). Returns the build's target names. Holds the folder's lock from here on."""
+    run.build.mkdir(parents=True, exist_ok=True)
+    lock_path = run.build.parent / f".{run.build.name}.lock"
+    run.lock = lock_path.open("w")  # kept open (and locked) until the process ends
+    try:
+        fcntl.flock(run.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        say(f"   waiting for another grade run using {run.build} ...")
+        fcntl.flock(run.lock, fcntl.LOCK_EX)
+    t0 = time.monotonic()
+    cmd = ["cmake", "-S", str(ROOT), "-B", str(run.build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+           f"-DINFERLAB_STUDENT={run.cmake_value}", "-DINFERLAB_CUDA=OFF", "-DINFERLAB_DOCS=OFF"]
+    cache = run.build / "CMakeCache.txt"
+    if cache.exists() and "CMAKE_GENERATOR:INTERNAL=Ninja" not in cache.read_text(errors="replace"):
+        shutil.rmtree(run.build)
+        run.build.mkdir(parents=True)
+    r = run_contained(cmd, run.args.build_timeout, max_output=4 * 1024 * 1024)
+    (run.logs / "configure.log").write_text(f"$ {' '.join(cmd)}\n{r.output}")
+    if r.returncode != 0:
+        tail = r.output[r.output.find("CMake Error"):] if "CMake Error" in r.output else r.output[-3000:]
+        raise GradeError(f"configuring {run.build} failed:\n{tail.strip()}")
+    say(f"== configured ({time.monotonic() - t0:.1f} s)")
+    return ninja_targets(run.build)
+
+
+# ---- 3. build and inspect each chapter ----------------------------------------------------------
+
+
+def build_chapter(run: GradeRun, ch: Chapter, targets: set[str]) -> None:
+    """Builds the student library, inspects it (tools/grading/integrity.py), then links the graded
+    test program — a library that fails the inspection is never linked, let alone run."""
+    lib, test = f"student_ch{ch.number}", f"test_ch{ch.number}_student"
+    if lib not in targets and f"{lib}_sim" in targets:
+        # A chapter of .cu files: student_chNN is an interface library over student_chNN_sim
+        # (and _cuda, never configured here); Ninja has no target for an interface.
+        lib = f"{lib}_sim"
+    if test not in targets or lib not in targets:
+        # The graded test exists only when the student library does (tests/NN-slug/).
+        tests_cmake = ROOT / "tests" / ch.title / "CMakeLists.txt"
+        has_tests = tests_cmake.is_file() and test in tests_cmake.read_text(errors="replace")
+        ch.status = MISSING if has_tests else NO_TESTS
+        say(f"== {ch.key}: {chapter_note(ch)}"
+            + (f" (no .cpp or .cu in {run.student_dir / ch.title})" if ch.status == MISSING else ""))
+        return
+    log_path = run.logs / f"build-{ch.key}.log"
+    t0 = time.monotonic()
+    ok, log = build_target(run.build, lib, run.args.jobs, run.args.build_timeout, log_path)
+    if not ok:
+        ch.status = NO_COMPILE if blames_student(failed_outputs(log), ch.number) else LAB_BROKEN
+    else:
+        findings = integrity.inspect(run.build, ch.number, run.student_dir)
+        if not findings.clean():
+            ch.status = FORBIDDEN
+            ch.build_s = time.monotonic() - t0
+            ch.build_errors = findings.explain()
+            say(f"== {ch.key}: {chapter_note(ch)}:\n   " + ch.build_errors.replace("\n", "\n   "))
+            return
+        ok, log = build_target(run.build, test, run.args.jobs, run.args.build_timeout, log_path)
+        if not ok:
+            ch.status = NO_LINK if blames_student(failed_outputs(log), ch.number) else LAB_BROKEN
+    ch.build_s = time.monotonic() - t0
+    run.lab_broken = run.lab_broken or ch.status == LAB_BROKEN
+    if ch.status != GRADED:
+        ch.build_errors = first_errors(log)
+        say(f"== {ch.key}: {chapter_note(ch)} ({ch.build_s:.1f} s); first errors:")
+        say("   " + ch.build_errors.replace("\n", "\n   "))
+        return
+    ch.binary = find_binary(run.build, test)
+    if ch.binary is None:
+        raise GradeError(f"built {test} but cannot find it under {run.build}")
+    say(f"== {ch.key}: built and inspected ({ch.build_s:.1f} s)")
+
+
+# ---- 4. list and 5. run the tests ---------------------------------------------------------------
+
+
+def test_environment(run: GradeRun) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "INFERLAB_SEED"}
+    env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // run.args.jobs)))
+    env["GTEST_COLOR"] = "no"
+    return env
+
+
+def list_tests(run: GradeRun, env: dict) -> list[tuple[Chapter, str]]:
+    work: list[tuple[Chapter, str]] = []
+    for ch in run.chapters:
+        if ch.binary is None:
+            continue
+        r = run_contained([str(ch.binary), "--gtest_list_tests"], run.args.timeout, cwd=ch.binary.parent, env=env)
+        names = parse_gtest_list(r.output) if r.returncode == 0 else []
+        if r.returncode != 0 or not names:
+            ch.status = NO_LIST
+            msg = "no tests listed" if r.returncode == 0 else \
+                classify(r.returncode, r.timed_out, r.output, "missing", run.args.timeout)[1]
+            ch.build_errors = f"--gtest_list_tests: {msg}\n{r.output[-2000:]}"
+            say(f"== {ch.key}: {chapter_note(ch)} ({msg})")
+            continue
+        work += [(ch, n) for n in names]
+    return work
+
+
+def run_test(binary: Path, test: str, timeout_s: float, env: dict, seed: int) -> TestResult:
+    """One graded test in its own process. The verdict is GoogleTest's report written by that
+    process's trusted parent side: the student code in it runs only in sandboxed children that
+    can open no file (tests/support/isolation.h)."""
+    with tempfile.TemporaryDirectory(prefix="inferlab-grade-") as tmp:
+        xml_path = Path(tmp) / "result.xml"
+        # The full name is an exact filter: GoogleTest names are identifiers joined by '.' and '/',
+        # so none of the filter's special characters (: * ? -) can appear in them.
+        cmd = [str(binary), f"--gtest_filter={test}", f"--gtest_output=xml:{xml_path}", "--gtest_color=no",
+               "--inferlab_grading", f"--inferlab_seed={seed}"]
+        r = run_contained(cmd, timeout_s, cwd=binary.parent, env=env)
+        xml_text_ = xml_path.read_text(errors="replace") if xml_path.exists() else None
+    status = parse_gtest_xml(xml_text_, test)
+    outcome, message = classify(r.returncode, r.timed_out, r.output, status, timeout_s)
+    return TestResult(test, outcome, message, r.duration_s, r.output, r.returncode)
+
+
+def run_tests(run: GradeRun, work: list[tuple[Chapter, str]], env: dict) -> None:
+    if work:
+        say(f"== running {len(work)} tests, {run.args.jobs} at a time, {run.args.timeout:g} s limit each")
+    results: dict[tuple[str, str], TestResult] = {}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=run.args.jobs)
+    try:
+        futures = {pool.submit(run_test, ch.binary, n, run.args.timeout, env, run.seed): (ch, n) for ch, n in work}
+        for fut in concurrent.futures.as_completed(futures):
+            ch, n = futures[fut]
+            results[(ch.key, n)] = fut.result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all_live()
+        raise
+    pool.shutdown()
+    for ch, n in work:
+        ch.tests.append(results[(ch.key, n)])
+
+
+# ---- 6. report ----------------------------------------------------------------------------------
+
+
+def report(run: GradeRun) -> int:
+    chapters, logs, out, args = run.chapters, run.logs, run.out, run.args
+    for ch in chapters:
+        if not ch.tests:
+            continue
+        d = logs / ch.key
+        d.mkdir(exist_ok=True)
+        for t in ch.tests:
+            (d / (re.sub(r"[^A-Za-z0-9._-]+", "_", t.name) + ".log")).write_text(t.output)
+    say()
+    say(score_table(chapters))
+    details = [(ch, t) for ch in chapters for t in ch.tests if t.outcome != PASSED]
+    if details:
+        say()
+        say("not passed:")
+        for shown, (ch, t) in enumerate(details):
+            if shown >= 40:
+                say(f"  ... and {len(details) - shown} more (see grade.json)")
+                break
+            say(f"  {ch.key} {t.name}: {t.outcome}" + (f" — {t.message}" if t.message else ""))
+    meta = {
+        "tool": "inferlab grade",
+        "format": 2,
+        "student": {"argument": args.student, "path": str(run.student_dir)},
+        "build_dir": str(run.build),
+        "seed": run.seed,
+        "timeout_s": args.timeout,
+        "jobs": args.jobs,
+        "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - run.started, 1),
+    }
+    (out / "grade.json").write_text(json.dumps(grade_json(chapters, meta), indent=2) + "\n")
+    (out / "junit.xml").write_bytes(junit_xml(chapters))
+    say()
+    say(f"report: {out / 'grade.json'}, {out / 'junit.xml'}, logs in {logs} "
+        f"({time.monotonic() - run.started:.0f} s)")
+
+    if run.lab_broken:
+        raise GradeError("the lab's own code (not the student's) failed to build; see the logs above")
+    if args.expect_not_implemented or args.expect_full_marks:
+        problems = check_expectations(chapters, args.expect_not_implemented, args.expect_full_marks)
+        what = "every graded test fails with 'not implemented yet'" if args.expect_not_implemented \
+            else "every chapter scores 100%"
+        if problems:
+            say(f"\nEXPECTATION NOT MET ({what}):")
+            for line in problems[:50]:
+                say(f"  {line}")
+            return 1
+        say(f"expectation met: {what}")
+    if args.expect_zero:
+        problems = check_zero(chapters, args.expect_zero)
+        what = "chapter(s) " + ", ".join(args.expect_zero) + " score 0 (the cheat is caught)"
+        if problems:
+            say(f"\nEXPECTATION NOT MET ({what}):")
+            for line in problems:
+                say(f"  {line}")
+            return 1
+        say(f"expectation met: {what}")
+    return 0
+
+
+def grade(args: argparse.Namespace) -> int:
+    """The whole run; returns the exit status (see the epilog)."""
+    run = prepare(args)
+    targets = configure(run)
+    for ch in run.chapters:
+        build_chapter(run, ch, targets)
+    env = test_environment(run)
+    limit_children(args.memory_limit)
+    run_tests(run, list_tests(run, env), env)
+    return report(run)
