@@ -60,13 +60,15 @@ endif()
 #   <name>_cuda  static library, only when nvcc is found (INFERLAB_HAVE_NVCC): the same files
 #                compiled by nvcc for sm_80/sm_90 into namespace inferlab::cuda.
 #   <name>       interface library linking both (whatever exists).
-# LIBS are linked PUBLIC into both. Example (kernels/attention/CMakeLists.txt):
+# LIBS are linked PUBLIC into both. COMPILE_ENV <target>: student code (exercises/CMakeLists.txt)
+# compiles in the restricted environment <target> (PRIVATE) and links the emulator / CUDA runtime
+# only, without their include paths. Example (kernels/attention/CMakeLists.txt):
 #   inferlab_add_kernels(inferlab_attention_kernels SOURCES tiled.cu flash.cu LIBS inferlab::common)
 #   target_link_libraries(inferlab_kernels PUBLIC inferlab_attention_kernels)
 # Static libraries drop objects that nothing references: a .cu whose only job is to register
 # itself at start-up needs a referenced symbol (or $<LINK_LIBRARY:WHOLE_ARCHIVE,…>).
 function(inferlab_add_kernels name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "" "COMPILE_ENV" "SOURCES;LIBS" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "inferlab_add_kernels(${name}): no SOURCES")
   endif()
@@ -85,7 +87,11 @@ function(inferlab_add_kernels name)
   endforeach()
 
   add_library(${name}_sim STATIC ${wrappers})
-  target_link_libraries(${name}_sim PUBLIC inferlab::simt ${ARG_LIBS})
+  if(ARG_COMPILE_ENV)
+    target_link_libraries(${name}_sim PUBLIC $<LINK_ONLY:inferlab::simt> ${ARG_LIBS} PRIVATE ${ARG_COMPILE_ENV})
+  else()
+    target_link_libraries(${name}_sim PUBLIC inferlab::simt ${ARG_LIBS})
+  endif()
 
   add_library(${name} INTERFACE)
   target_link_libraries(${name} INTERFACE ${name}_sim)
@@ -99,7 +105,11 @@ function(inferlab_add_kernels name)
       CUDA_EXTENSIONS OFF
       POSITION_INDEPENDENT_CODE ON)
     target_compile_options(${name}_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
-    target_link_libraries(${name}_cuda PUBLIC inferlab_simt_headers CUDA::cudart_static CUDA::cublas ${ARG_LIBS})
+    if(ARG_COMPILE_ENV)
+      target_link_libraries(${name}_cuda PUBLIC CUDA::cudart_static CUDA::cublas ${ARG_LIBS} PRIVATE ${ARG_COMPILE_ENV})
+    else()
+      target_link_libraries(${name}_cuda PUBLIC inferlab_simt_headers CUDA::cudart_static CUDA::cublas ${ARG_LIBS})
+    endif()
     target_link_libraries(${name} INTERFACE ${name}_cuda)
   endif()
 endfunction()

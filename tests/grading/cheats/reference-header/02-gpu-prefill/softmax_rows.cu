@@ -1,7 +1,10 @@
-// CHEAT (caught by the inspection: includes): reaches the reference kernels through an include
-// path (the repository root) and uses their block reduction instead of writing one. It passed
-// Ch02Softmax 4/4 undetected. The other two kernels are the unmodified stubs.
-#include "kernels/primitives/softmax_warp.cuh"
+// CHEAT (caught by the inspection: includes): uses the reference kernels' block reduction
+// instead of writing one. Spelled "kernels/primitives/softmax_warp.cuh" it passed Ch02Softmax 4/4
+// when the repository root was on student code's include path; that spelling no longer compiles
+// (the include path holds only the student's tree, the contract headers and what common/ offers),
+// so this cheat climbs there by a relative path, which the grader's include check names.
+// The other two kernels are the unmodified stubs.
+#include "../../../../../kernels/primitives/softmax_warp.cuh"
 // Exercise 2.2 — row softmax with warp shuffles and a block reduction: a straightforward answer.
 // See exercises/02-gpu-prefill/ch02.h.
 #include <cmath>
