@@ -54,22 +54,34 @@ class PrefillWithCache : public ::testing::TestWithParam<const PrefillWithCacheV
 TEST_P(PrefillWithCache, EqualsTheOracleOnEveryLayout) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
   const PrefillWithCacheVersion& version = *GetParam();
-  const bool sim = kTestBackend == Backend::sim;
-  // {prefix, chunk} per sequence: no prefix; chunk > 16 (the CPU tile); no chunk; decode-like;
-  // on the CPU a prefix longer than its 512-key piece.
-  const std::vector<int64_t> prefix = sim ? std::vector<int64_t>{0, 23, 9, 31} : std::vector<int64_t>{0, 37, 10, 600};
-  const std::vector<int64_t> chunk = sim ? std::vector<int64_t>{5, 18, 0, 1} : std::vector<int64_t>{5, 20, 0, 3};
-  for (const int64_t block_size : {0, 1, 7, 16, 128})
-    for (const int64_t d : {80, 64}) {
-      testing::SeededRng rng;
-      const ChunkProblem p = make_problem(rng, prefix, chunk, 8, 2, d, version.input, block_size);
-      Tensor<float> out(p.q.shape());
-      out.poison();
-      version.run(p.q, p.chunk_lengths, p.cache, out);
-      const Comparison c = compare_to_oracle(out, prefill_with_cache_reference(p.q, p.chunk_lengths, p.cache),
-                                             tolerance_for(version.precision));
-      EXPECT_TRUE(c.ok) << "block size " << block_size << " (0 = contiguous), d = " << d << ":\n" << c.report();
-    }
+  // {prefix, chunk} per sequence, and the heads. The batch of every backend: no prefix; chunk > 16
+  // (the CPU tile); no chunk; a short chunk; a prefix longer than the CPU's 512-key piece; GQA 4.
+  struct Batch {
+    std::vector<int64_t> prefix, chunk;
+    int64_t heads, kv_heads;
+  };
+  std::vector<Batch> batches{{{0, 37, 10, 600}, {5, 20, 0, 3}, 8, 2}};
+  if (kTestBackend == Backend::sim) {
+    // The emulator runs that batch with 4 heads over 1 KV head (the same GQA ratio; its cost grows
+    // with the blocks, heads × tokens: 8 over 2 took twice as long), and a smaller one with a
+    // decode-like chunk of 1 at 8 heads over 2.
+    batches = {{{0, 37, 10, 600}, {5, 20, 0, 3}, 4, 1}, {{0, 23, 9, 31}, {5, 18, 0, 1}, 8, 2}};
+  }
+  for (const Batch& batch : batches)
+    for (const int64_t block_size : {0, 1, 7, 16, 128})
+      for (const int64_t d : {80, 64}) {
+        testing::SeededRng rng;
+        const ChunkProblem p =
+            make_problem(rng, batch.prefix, batch.chunk, batch.heads, batch.kv_heads, d, version.input, block_size);
+        Tensor<float> out(p.q.shape());
+        out.poison();
+        version.run(p.q, p.chunk_lengths, p.cache, out);
+        const Comparison c = compare_to_oracle(out, prefill_with_cache_reference(p.q, p.chunk_lengths, p.cache),
+                                               tolerance_for(version.precision));
+        EXPECT_TRUE(c.ok) << "prefix " << batch.prefix.back() << ", " << batch.heads << " heads, block size "
+                          << block_size << " (0 = contiguous), d = " << d << ":\n"
+                          << c.report();
+      }
 }
 
 TEST_P(PrefillWithCache, RejectsChunksTheCacheDoesNotHold) {
