@@ -34,9 +34,10 @@ using engine::VictimCandidate;
 
 enum class PlanMistake { none, admissions_before_decodes, admissions_overtake, max_seqs_ignores_running };
 
-ch07::PlanFn planner(PlanMistake mistake) {
-  return [mistake](std::span<const SequenceDemand> running, std::span<const SequenceDemand> waiting,
-                   const StepLimits& limits) {
+// The checks take a batch planner; this one calls the sketch on each input in this process.
+ch07::PlanBatchFn planner(PlanMistake mistake) {
+  return ch07::one_at_a_time(ch07::PlanFn([mistake](std::span<const SequenceDemand> running,
+                                                    std::span<const SequenceDemand> waiting, const StepLimits& limits) {
     ch07::Plan plan;
     int64_t budget = limits.token_budget;
     const auto share = [&](int64_t remaining) -> int64_t {
@@ -72,7 +73,7 @@ ch07::PlanFn planner(PlanMistake mistake) {
     }
     if (mistake != PlanMistake::admissions_before_decodes) admit();
     return plan;
-  };
+  }));
 }
 
 ::testing::AssertionResult random_plans(PlanMistake mistake) {
@@ -90,13 +91,20 @@ void expect_rejected(const ::testing::AssertionResult& hand, const ::testing::As
 }
 
 TEST(WrongCh07, PlannerWithoutMistakesPasses) {
-  const ch07::PlanFn plan = planner(PlanMistake::none);
+  const ch07::PlanBatchFn plan = planner(PlanMistake::none);
   EXPECT_TRUE(ch07::decodes_go_first(plan));
   EXPECT_TRUE(ch07::chunks_fit_chunk_and_budget(plan));
   EXPECT_TRUE(ch07::unchunked_prompts_run_whole_or_wait(plan));
   EXPECT_TRUE(ch07::admissions_are_fcfs(plan));
   EXPECT_TRUE(ch07::tiny_budgets(plan));
   EXPECT_TRUE(random_plans(PlanMistake::none));
+  // The random inputs each graded test leans towards its rule.
+  testing::SeededRng rng;
+  for (const ch07::PlanCaseOptions options :
+       {ch07::PlanCaseOptions{.decodes_behind_prompts = true}, ch07::PlanCaseOptions{.chunked = true},
+        ch07::PlanCaseOptions{.chunked = false}, ch07::PlanCaseOptions{.admissions = true},
+        ch07::PlanCaseOptions{.tiny_budgets_only = true}})
+    EXPECT_TRUE(ch07::random_plans_match(plan, rng, 2000, options));
 }
 
 TEST(WrongCh07, AdmissionsBeforeDecodesAreRejected) {
@@ -118,8 +126,8 @@ TEST(WrongCh07, MaxSeqsWithoutTheRunningSequencesIsRejected) {
 
 enum class VictimMistake { none, oldest, ties_to_smaller_id };
 
-ch07::VictimFn victim_policy(VictimMistake mistake) {
-  return [mistake](std::span<const VictimCandidate> running) {
+ch07::VictimBatchFn victim_policy(VictimMistake mistake) {
+  return ch07::one_at_a_time(ch07::VictimFn([mistake](std::span<const VictimCandidate> running) {
     int64_t victim = 0;
     for (size_t i = 1; i < running.size(); ++i) {
       const VictimCandidate &a = running[i], &v = running[size_t(victim)];
@@ -130,7 +138,7 @@ ch07::VictimFn victim_policy(VictimMistake mistake) {
       if (later) victim = int64_t(i);
     }
     return victim;
-  };
+  }));
 }
 
 ::testing::AssertionResult random_victims(VictimMistake mistake) {
@@ -142,6 +150,9 @@ TEST(WrongCh07, VictimPolicyWithoutMistakesPasses) {
   EXPECT_TRUE(ch07::latest_arrival_is_victim(victim_policy(VictimMistake::none)));
   EXPECT_TRUE(ch07::ties_go_to_larger_id(victim_policy(VictimMistake::none)));
   EXPECT_TRUE(random_victims(VictimMistake::none));
+  testing::SeededRng rng;
+  EXPECT_TRUE(ch07::random_victims_match(victim_policy(VictimMistake::none), rng, 2000, {.distinct_arrivals = true}));
+  EXPECT_TRUE(ch07::random_victims_match(victim_policy(VictimMistake::none), rng, 2000, {.latest_tied = true}));
 }
 
 TEST(WrongCh07, PreemptingTheOldestIsRejected) {
@@ -158,8 +169,9 @@ TEST(WrongCh07, TiesToTheSmallerIdAreRejected) {
 
 enum class TopPMistake { none, one_token_too_few, unsorted_order };
 
-ch07::TopPFn top_p_sampler(TopPMistake mistake) {
-  return [mistake](std::span<const float> logits, float temperature, float top_p, double u) {
+ch07::TopPBatchFn top_p_sampler(TopPMistake mistake) {
+  return ch07::one_at_a_time(ch07::TopPFn([mistake](std::span<const float> logits, float temperature, float top_p,
+                                                    double u) {
     const double max = double(*std::max_element(logits.begin(), logits.end()));
     std::vector<double> p(logits.size());
     double total = 0.0;
@@ -184,7 +196,7 @@ ch07::TopPFn top_p_sampler(TopPMistake mistake) {
       if (cumulative > u * mass) return order[i];
     }
     return order[kept - 1];
-  };
+  }));
 }
 
 ::testing::AssertionResult random_top_p(TopPMistake mistake) {
@@ -193,13 +205,16 @@ ch07::TopPFn top_p_sampler(TopPMistake mistake) {
 }
 
 TEST(WrongCh07, TopPWithoutMistakesPasses) {
-  const ch07::TopPFn sample = top_p_sampler(TopPMistake::none);
+  const ch07::TopPBatchFn sample = top_p_sampler(TopPMistake::none);
   EXPECT_TRUE(ch07::worked_example(sample));
   EXPECT_TRUE(ch07::equal_logits_put_smaller_id_first(sample));
   testing::SeededRng rng;
   EXPECT_TRUE(ch07::top_p_one_and_tiny(sample, rng));
   EXPECT_TRUE(ch07::extreme_logits(sample));
   EXPECT_TRUE(random_top_p(TopPMistake::none));
+  EXPECT_TRUE(ch07::worked_example_reordered(sample, rng, 1000));
+  EXPECT_TRUE(ch07::random_top_p_match(sample, rng, 1000, {.few_values = 3}));
+  EXPECT_TRUE(ch07::random_top_p_match(sample, rng, 1000, {.min_centre = -5000.0f, .max_centre = 5000.0f}));
 }
 
 TEST(WrongCh07, ANucleusOneTokenShortIsRejected) {
