@@ -134,6 +134,11 @@
 /// Budget per block: head_dim loads of q, L·head_dim loads of K and L·head_dim of V (each cached
 /// element read once per query head), block-table entries only of the sequence's first
 /// ⌈L / block_size⌉ logical blocks, head_dim stores; shared memory as given. No atomics.
+/// Device memory per call: the given launcher's device copies of q, k_pool, v_pool, block_table
+/// and lengths, and out — no more (no gathered contiguous copy of the cache, no scratch buffer)
+/// and no less (the kernel reads K and V in the pools on the device, not rows gathered on the
+/// host); the grader checks that each call launches a kernel and that its device-memory peak
+/// is at most this sum and at least the two pools.
 /// Size hint: roughly 30 lines (paged_row_offset about 4, the kernel about 25).
 
 #include <cstdint>

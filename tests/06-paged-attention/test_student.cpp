@@ -1,28 +1,36 @@
 // Chapter 06 exercises, graded: the student's block allocator (6.1) and chained prefix hash
 // (6.2) on the CPU, and paged decode kernel (6.3) on the sim backend (run by the SIMT emulator).
-//   6.1 runs beside a reference model of the pool written plainly in this file (PoolModel: one
-//       refcount per block, nothing else): every result — status, slot, copy-on-write copy,
-//       fresh block, the caller's table — and every refcount and num_free() are compared after
-//       every operation, in scripted scenarios and in thousands of random operations (fresh
-//       seed, printed on failure).
+// Every call into the student's library runs in a sandboxed child process
+// (tests/support/isolation.h): this process draws the inputs, computes the expected results and
+// decides; the student's code only ever sends back what it returned.
+//   6.1 is stateful, so each scenario (the allocator's construction, every operation, its
+//       destruction) runs in ONE child, which sends back a trace: every result — status, slot,
+//       copy-on-write copy, fresh block, the caller's table, the exception and its message — and
+//       every refcount and num_free() after each operation. The operations are fixed before the
+//       child starts (planned on the test's model of the pool, PoolModel: one refcount per block,
+//       nothing else, so never from the student's answers); this process then replays them on
+//       the model and compares the trace step by step, in scripted scenarios, scenarios with
+//       fresh random sizes, and thousands of random operations (fresh seed, printed on failure).
 //   6.2 against an FNV-1a 64 written independently here (itself checked on the published FNV
-//       test vectors); a wrong value is diagnosed (parent missing, byte order, FNV-1 …).
+//       test vectors), on the contract's worked values and on fresh random tokens; a wrong value
+//       is diagnosed (parent missing, byte order, FNV-1 …).
 //   6.3 against the float64 oracle: generation replayed through the block table
 //       (tests/support/decode_check.h over to_paged caches: scattered blocks, poisoned tails),
 //       and pools built here (blocks shared by two sequences, unmapped −1 entries, unused blocks
 //       poisoned) with the oracle computed from the pool directly; a wrong output names the
 //       sequence, head and block table, and says when it matches a typical lookup mistake.
+//       Every call must launch a kernel and stay within the device-memory budget of ch06.h.
 // Every output is poisoned before a run. The three exercises are graded separately; each TEST
 // is one grading unit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -30,6 +38,8 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "06-paged-attention/ch06.h"
@@ -41,6 +51,7 @@
 #include "kernels/registry.h"
 #include "tests/support/decode_check.h"
 #include "tests/support/expect_all.h"
+#include "tests/support/isolation.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
 
@@ -56,7 +67,8 @@ using testing::expect_all;
 
 std::string str(const BlockTable& table) {
   std::string text = "[";
-  for (size_t i = 0; i < table.size(); ++i) text += (i ? ", " : "") + std::to_string(table[i]);
+  for (size_t i = 0; i < table.size() && i < 64; ++i) text += (i ? ", " : "") + std::to_string(table[i]);
+  if (table.size() > 64) text += ", … (" + std::to_string(table.size()) + " entries)";
   return text + "]";
 }
 
@@ -70,461 +82,971 @@ std::string str(const std::optional<int32_t>& block) {
 }
 
 std::string str(const SlotResult& r) {
-  return std::string(r.status == BlockStatus::ok ? "ok" : "out_of_blocks") + ", slot " + std::to_string(r.slot) + ", " +
-         str(r.copy) + ", new_block " + str(r.new_block);
+  const std::string status = r.status == BlockStatus::ok              ? "ok"
+                             : r.status == BlockStatus::out_of_blocks ? "out_of_blocks"
+                                                                      : "status " + std::to_string(int(r.status));
+  return status + ", slot " + std::to_string(r.slot) + ", " + str(r.copy) + ", new_block " + str(r.new_block);
 }
 
-// ---- 6.1 the block allocator, beside a model ----
+// ---- the wire: what a sandboxed child sends back ----
+//
+// A child returns one flat std::vector<int64_t>: numbers as they are; a table as its size and
+// its entries; an exception as its kind, its message's length and the message's bytes. A student
+// call's NotImplemented is not traced: it ends the child, and the whole check reports it.
 
-// The test's model of the pool: a refcount per block. A block is free exactly when its refcount
-// is 0; which free block allocate() hands out is the allocator's choice (any is accepted).
-struct PoolModel {
-  int64_t block_size = 1;
-  std::vector<int32_t> refcount;
+enum class Thrown : int64_t { nothing = 0, invalid_argument = 1, logic_error = 2, other = 3 };
 
-  int64_t num_free() const { return std::count(refcount.begin(), refcount.end(), 0); }
+std::string str(Thrown kind) {
+  switch (kind) {
+    case Thrown::nothing:
+      return "nothing";
+    case Thrown::invalid_argument:
+      return "std::invalid_argument";
+    case Thrown::logic_error:
+      return "std::logic_error";
+    case Thrown::other:
+      return "an exception";
+  }
+  return "?";
+}
+
+// What a student call threw.
+struct Caught {
+  Thrown kind = Thrown::nothing;
+  std::string message;
+  explicit operator bool() const { return kind != Thrown::nothing; }
 };
 
-// A sequence as the caller keeps it: its block table and its token count.
+// Runs @p call (in the child) and returns what it threw; NotImplemented goes on up.
+template <class F>
+Caught catching(F&& call) {
+  try {
+    call();
+    return {};
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const std::invalid_argument& error) {
+    return {Thrown::invalid_argument, error.what()};
+  } catch (const std::logic_error& error) {
+    return {Thrown::logic_error, error.what()};
+  } catch (const std::exception& error) {
+    return {Thrown::other, std::string(typeid(error).name()) + ": " + error.what()};
+  }
+}
+
+constexpr size_t kMaxTracedEntries = 4096;  // a table or hash list longer than this: its size only
+constexpr size_t kMaxTracedMessage = 2000;  // bytes of an exception's message
+
+class TraceWriter {
+ public:
+  void push(int64_t value) { values_.push_back(value); }
+  void push(const BlockTable& table) {
+    push(int64_t(table.size()));
+    for (size_t i = 0; i < table.size() && i < kMaxTracedEntries; ++i) push(table[i]);
+  }
+  void push(const Caught& caught) {
+    push(int64_t(caught.kind));
+    if (!caught) return;
+    const size_t n = std::min(caught.message.size(), kMaxTracedMessage);
+    push(int64_t(n));
+    for (size_t i = 0; i < n; ++i) push(int64_t(static_cast<unsigned char>(caught.message[i])));
+  }
+  std::vector<int64_t>& values() { return values_; }
+
+ private:
+  std::vector<int64_t> values_;
+};
+
+// The trace came back cut short or garbled (the student code wrote over the child's memory?).
+class MalformedTrace : public std::runtime_error {
+ public:
+  MalformedTrace() : std::runtime_error("the trace sent back by the sandboxed child is cut short or garbled") {}
+};
+
+class TraceReader {
+ public:
+  explicit TraceReader(const std::vector<int64_t>& values) : values_(values) {}
+  int64_t next() {
+    if (position_ >= values_.size()) throw MalformedTrace();
+    return values_[position_++];
+  }
+  BlockTable table() {
+    const int64_t size = next();
+    if (size < 0) throw MalformedTrace();
+    BlockTable table;
+    // A table longer than kMaxTracedEntries came back truncated; its true size is kept with
+    // INT32_MIN entries, which no correct table holds.
+    for (int64_t i = 0; i < size; ++i)
+      table.push_back(size_t(i) < kMaxTracedEntries ? int32_t(next()) : std::numeric_limits<int32_t>::min());
+    return table;
+  }
+  Caught caught() {
+    const int64_t kind = next();
+    if (kind < 0 || kind > 3) throw MalformedTrace();
+    Caught caught{Thrown(kind), {}};
+    if (!caught) return caught;
+    const int64_t n = next();
+    if (n < 0 || size_t(n) > kMaxTracedMessage) throw MalformedTrace();
+    for (int64_t i = 0; i < n; ++i) caught.message += char(next());
+    return caught;
+  }
+  bool done() const { return position_ == values_.size(); }
+
+ private:
+  const std::vector<int64_t>& values_;
+  size_t position_ = 0;
+};
+
+// ---- 6.1 the block allocator: a scenario in one sandboxed child, replayed on a model here ----
+
+// One operation of a scenario. Sequences are numbered by the test; the caller (the test's code,
+// in the child and in the model alike) owns their tables and token counts.
+enum class OpKind : int64_t {
+  allocate,      // allocate(); a block it returns joins sequence `seq`'s table as a full block (seq −1: none)
+  append,        // append_token(seq's table, seq's token count); ok: the table becomes the returned one
+  fork,          // fork(seq's table): sequence `child` gets the returned table and seq's token count
+  free,          // free(a copy of seq's table); seq is gone (its last table is kept, for later cases to name)
+  free_table,    // free(an explicit table): an error case
+  fork_table,    // fork(an explicit table): an error case
+  append_table,  // append_token(an explicit table, num_tokens): an error case
+  refcount,      // refcount(block): an error case
+};
+
+// A block id of an explicit table: @c literal, or entry @c index of sequence @c seq's table (its
+// last table, once freed) — resolved the same way in the child and in the model.
+struct BlockRef {
+  int seq = -1;
+  int index = 0;
+  int32_t literal = 0;
+};
+
+// What an error case must throw.
+enum class Expect { logic_error, invalid_argument };
+
+struct Op {
+  OpKind kind = OpKind::allocate;
+  int seq = -1;
+  int child = -1;
+  // The error cases:
+  std::vector<BlockRef> table{};  // the explicit table
+  int64_t num_tokens = 0;         // append_table
+  int32_t block = 0;              // refcount
+  Expect expect = Expect::logic_error;
+  std::vector<std::string> words{};  // the message must name each of them …
+  int named_ref = -1;                // … and "block <id>" of table[named_ref], when ≥ 0
+  std::string why{};                 // the case, in words
+};
+
+// A scenario: the pool and the operations, fixed before the child runs them.
+struct Scenario {
+  std::string name;
+  int64_t num_blocks = 1;
+  int64_t block_size = 1;
+  int num_sequences = 0;
+  std::vector<Op> ops;
+};
+
+// The caller's view of one sequence.
 struct Sequence {
   BlockTable table;
   int64_t tokens = 0;
+  bool live = true;  // false once freed: the table is kept as it was
 };
+
+int32_t resolve(const BlockRef& ref, const std::vector<Sequence>& sequences) {
+  if (ref.seq < 0) return ref.literal;
+  const BlockTable& table = sequences.at(size_t(ref.seq)).table;
+  return size_t(ref.index) < table.size() ? table[size_t(ref.index)] : std::numeric_limits<int32_t>::min();
+}
+
+BlockTable resolve(const std::vector<BlockRef>& refs, const std::vector<Sequence>& sequences) {
+  BlockTable table;
+  for (const BlockRef& ref : refs) table.push_back(resolve(ref, sequences));
+  return table;
+}
+
+constexpr int64_t kRefcountThrew = std::numeric_limits<int64_t>::min();
+
+// The child: runs the first @p count operations of @p s on the student's allocator, and sends
+// back the trace. Per operation: its index, what it threw, its results (by kind), then num_free()
+// and every refcount.
+std::vector<int64_t> run_scenario_in_sandbox(const Scenario& s, size_t count) {
+  return testing::isolated_result([&s, count] {
+    TraceWriter trace;
+    StudentBlockAllocator allocator(s.num_blocks, s.block_size);
+    std::vector<Sequence> sequences(size_t(s.num_sequences));
+    for (size_t i = 0; i < count && i < s.ops.size(); ++i) {
+      const Op& op = s.ops[i];
+      trace.push(int64_t(i));
+      switch (op.kind) {
+        case OpKind::allocate: {
+          std::optional<int32_t> got;
+          const Caught caught = catching([&] { got = allocator.allocate(); });
+          trace.push(caught);
+          if (caught) break;
+          trace.push(got.has_value());
+          trace.push(got.value_or(0));
+          if (got && op.seq >= 0) {
+            sequences[size_t(op.seq)].table.push_back(*got);
+            sequences[size_t(op.seq)].tokens += s.block_size;
+          }
+          break;
+        }
+        case OpKind::append:
+        case OpKind::append_table: {
+          Sequence* sequence = op.kind == OpKind::append ? &sequences[size_t(op.seq)] : nullptr;
+          BlockTable table = sequence ? sequence->table : resolve(op.table, sequences);
+          const int64_t tokens = sequence ? sequence->tokens : op.num_tokens;
+          SlotResult r;
+          const Caught caught = catching([&] { r = allocator.append_token(table, tokens); });
+          trace.push(caught);
+          trace.push(table);
+          if (caught) break;
+          trace.push(int64_t(r.status));
+          trace.push(r.slot);
+          trace.push(r.copy.has_value());
+          trace.push(r.copy ? r.copy->from : 0);
+          trace.push(r.copy ? r.copy->to : 0);
+          trace.push(r.new_block.has_value());
+          trace.push(r.new_block.value_or(0));
+          if (sequence && r.status == BlockStatus::ok) {
+            sequence->table = table;
+            ++sequence->tokens;
+          }
+          break;
+        }
+        case OpKind::fork:
+        case OpKind::fork_table: {
+          const BlockTable parent =
+              op.kind == OpKind::fork ? sequences[size_t(op.seq)].table : resolve(op.table, sequences);
+          BlockTable child;
+          const Caught caught = catching([&] { child = allocator.fork(parent); });
+          trace.push(caught);
+          if (caught) break;
+          trace.push(child);
+          if (op.kind == OpKind::fork) sequences[size_t(op.child)] = {child, sequences[size_t(op.seq)].tokens, true};
+          break;
+        }
+        case OpKind::free:
+        case OpKind::free_table: {
+          BlockTable table = op.kind == OpKind::free ? sequences[size_t(op.seq)].table : resolve(op.table, sequences);
+          const Caught caught = catching([&] { allocator.free(table); });
+          trace.push(caught);
+          trace.push(table);
+          if (op.kind == OpKind::free) sequences[size_t(op.seq)].live = false;
+          break;
+        }
+        case OpKind::refcount: {
+          int32_t got = 0;
+          const Caught caught = catching([&] { got = allocator.refcount(op.block); });
+          trace.push(caught);
+          if (!caught) trace.push(got);
+          break;
+        }
+      }
+      int64_t free_blocks = kRefcountThrew;
+      catching([&] { free_blocks = allocator.num_free(); });
+      trace.push(free_blocks);
+      for (int32_t block = 0; block < int32_t(s.num_blocks); ++block) {
+        int64_t refcount = kRefcountThrew;
+        catching([&] { refcount = allocator.refcount(block); });
+        trace.push(refcount);
+      }
+    }
+    return std::move(trace.values());
+  });
+}
 
 // What a run exercised, so that a test can insist that each path was taken.
 struct AllocatorStats {
   int64_t appends = 0, fresh_blocks = 0, copies = 0, shared_full = 0, out_of_blocks = 0, forks = 0, frees = 0;
+  void add(const AllocatorStats& o) {
+    appends += o.appends, fresh_blocks += o.fresh_blocks, copies += o.copies, shared_full += o.shared_full;
+    out_of_blocks += o.out_of_blocks, forks += o.forks, frees += o.frees;
+  }
 };
 
-// The student's allocator and the model side by side, with the caller's sequences. Every
-// operation checks the allocator's results against the model's, then every refcount and
-// num_free(); a failure names the operation, what was expected, what came and which sequences
-// hold the block in question.
-class AllocatorRun {
- public:
-  AllocatorRun(int64_t num_blocks, int64_t block_size)
-      : allocator_(num_blocks, block_size), model_{block_size, std::vector<int32_t>(size_t(num_blocks), 0)} {}
+// The test's model of the pool: a refcount per block, free exactly when 0 (which free block
+// allocate() hands out is the allocator's choice: any is accepted), and the caller's sequences.
+struct PoolModel {
+  int64_t block_size = 1;
+  std::vector<int32_t> refcount;
+  std::vector<Sequence> sequences;
+  AllocatorStats stats;
 
-  StudentBlockAllocator& allocator() { return allocator_; }
-  const PoolModel& model() const { return model_; }
-  std::map<int, Sequence>& sequences() { return sequences_; }
-  Sequence& sequence(int id) { return sequences_.at(id); }
-  AllocatorStats& stats() { return stats_; }
-  int64_t block_size() const { return model_.block_size; }
-  int64_t num_blocks() const { return int64_t(model_.refcount.size()); }
-
-  // A new sequence with no token (an empty table).
-  int add_sequence() {
-    sequences_[next_id_] = Sequence{};
-    return next_id_++;
-  }
-
-  // allocate() for a block outside any sequence; its result is stored in @p got.
-  ::testing::AssertionResult allocate(std::optional<int32_t>& got) {
-    const std::string op = "allocate() with " + std::to_string(model_.num_free()) + " free blocks";
-    try {
-      got = allocator_.allocate();
-    } catch (const std::exception& error) {
-      return failure(op + " threw: " + error.what());
-    }
-    if (model_.num_free() == 0) {
-      if (got)
-        return failure(op + ": every block is held, expected std::nullopt (out of blocks), got block " +
-                       std::to_string(*got));
-      ++stats_.out_of_blocks;
-      return same_state(op);
-    }
-    if (!got) return failure(op + ": expected a block, got std::nullopt");
-    if (const auto bad = not_fresh(*got)) return failure(op + ": " + *bad);
-    model_.refcount[size_t(*got)] = 1;
-    return same_state(op + " → block " + std::to_string(*got));
-  }
-
-  // append_token() for one more token of sequence @p id.
-  ::testing::AssertionResult append(int id) {
-    Sequence& s = sequences_.at(id);
-    const int64_t bs = model_.block_size, offset = s.tokens % bs;
-    const std::string op = "append_token(table " + str(s.table) + " of sequence " + std::to_string(id) +
-                           ", num_tokens " + std::to_string(s.tokens) + ") with block_size " + std::to_string(bs);
-    const int32_t last = s.table.empty() ? -1 : s.table.back();
-    const bool starts_block = offset == 0;
-    const int32_t last_refcount = last >= 0 ? model_.refcount[size_t(last)] : 0;
-    const bool shared_partial = !starts_block && last_refcount > 1;
-    const bool needs_block = starts_block || shared_partial;
-    const std::string why =
-        starts_block     ? (s.table.empty() ? "the table is empty"
-                                            : "the last block " + std::to_string(last) + " is full (" + std::to_string(bs) +
-                                              " tokens), so the token starts a new block")
-        : shared_partial ? "the last block " + std::to_string(last) + " is shared (refcount " +
-                               std::to_string(last_refcount) + ", " + holders(last) + ") and partly filled (" +
-                               std::to_string(offset) + " of " + std::to_string(bs) + " tokens): copy-on-write"
-                         : "the last block " + std::to_string(last) + " has room (" + std::to_string(offset) + " of " +
-                               std::to_string(bs) + " tokens) and only this table holds it: write in place";
-
-    BlockTable table = s.table;
-    SlotResult r;
-    try {
-      r = allocator_.append_token(table, s.tokens);
-    } catch (const std::exception& error) {
-      return failure(op + " threw: " + error.what());
-    }
-    ++stats_.appends;
-    const std::string got = " — got " + str(r) + ", table " + str(table);
-
-    if (needs_block && model_.num_free() == 0) {  // out of blocks: nothing may change
-      if (r.status != BlockStatus::out_of_blocks)
-        return failure(op + ": " + why +
-                       ", so it needs a fresh block, and none is free: expected status "
-                       "out_of_blocks" +
-                       got);
-      if (r.slot != -1 || r.copy || r.new_block)
-        return failure(op + ": out_of_blocks must come with slot −1, no copy and no new block" + got);
-      if (table != s.table)
-        return failure(op + ": out_of_blocks must leave the table as it was, " + str(s.table) + got);
-      ++stats_.out_of_blocks;
-      return same_state(op + " → out_of_blocks");
-    }
-    if (r.status != BlockStatus::ok)
-      return failure(op + ": " + why +
-                     (needs_block ? "; " + std::to_string(model_.num_free()) + " blocks are free" : "") +
-                     ", so the append must succeed" + got);
-
-    BlockTable expected_table = s.table;
-    int64_t expected_slot = 0;
-    if (!needs_block) {
-      if (r.copy) return failure(op + ": " + why + " — no copy-on-write for a block only this table holds" + got);
-      if (r.new_block) return failure(op + ": " + why + " — no fresh block needed" + got);
-      expected_slot = int64_t(last) * bs + offset;
-    } else {
-      if (!r.new_block)
-        return failure(op + ": " + why +
-                       (shared_partial ? " — expected copy {from " + std::to_string(last) +
-                                             ", to a fresh block} and new_block naming that block: written in place, "
-                                             "the token would appear in the other holders' sequences too"
-                                       : " — expected new_block to name the fresh block") +
-                       got);
-      const int32_t fresh = *r.new_block;
-      if (const auto bad = not_fresh(fresh)) return failure(op + ": " + *bad + got);
-      if (starts_block) {
-        if (r.copy)
-          return failure(op + ": " + why +
-                         (last_refcount > 1 ? " — a full block is never written again, so even "
-                                              "shared (refcount " +
-                                                  std::to_string(last_refcount) + ") it is never copied"
-                                            : " — nothing to copy") +
-                         got);
-        expected_table.push_back(fresh);
-        stats_.shared_full += last_refcount > 1;
-      } else {
-        const BlockCopy expected{last, fresh};
-        if (r.copy != std::optional<BlockCopy>(expected))
-          return failure(op + ": " + why + " — expected " + str(std::optional<BlockCopy>(expected)) +
-                         " (the shared block's rows into the fresh one, before the write)" + got);
-        expected_table.back() = fresh;
-        --model_.refcount[size_t(last)];  // the other holders keep it
-        ++stats_.copies;
-      }
-      model_.refcount[size_t(fresh)] = 1;
-      expected_slot = int64_t(fresh) * bs + offset;
-      ++stats_.fresh_blocks;
-    }
-    if (table != expected_table)
-      return failure(op + ": " + why + " — expected the table to become " + str(expected_table) + got);
-    if (r.slot != expected_slot)
-      return failure(op + ": " + why + " — expected slot " + std::to_string(expected_slot) + " = block " +
-                     std::to_string(expected_table.back()) + " · block_size " + std::to_string(bs) + " + offset " +
-                     std::to_string(offset) + got);
-    s.table = table;
-    ++s.tokens;
-    return same_state(op + " → slot " + std::to_string(r.slot));
-  }
-
-  // @p count appends to sequence @p id; stops at the first out_of_blocks.
-  ::testing::AssertionResult append_tokens(int id, int64_t count) {
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t before = sequences_.at(id).tokens;
-      const ::testing::AssertionResult result = append(id);
-      if (!result) return result;
-      if (sequences_.at(id).tokens == before) break;  // out of blocks
-    }
-    return ::testing::AssertionSuccess();
-  }
-
-  // fork() of sequence @p parent into a new sequence, whose id is stored in @p child.
-  ::testing::AssertionResult fork(int parent, int& child) {
-    const Sequence& p = sequences_.at(parent);
-    const std::string op = "fork(table " + str(p.table) + " of sequence " + std::to_string(parent) + ")";
-    const BlockTable before = p.table;
-    BlockTable table;
-    try {
-      table = allocator_.fork(p.table);
-    } catch (const std::exception& error) {
-      return failure(op + " threw: " + error.what());
-    }
-    if (table != before)
-      return failure(op + ": the child must map its logical blocks to the very same physical blocks, " + str(before) +
-                     " — got " + str(table));
-    for (const int32_t block : table) ++model_.refcount[size_t(block)];
-    child = add_sequence();
-    sequences_[child] = Sequence{table, p.tokens};
-    ++stats_.forks;
-    return same_state(op + " → sequence " + std::to_string(child));
-  }
-
-  // free() of sequence @p id, which is then forgotten.
-  ::testing::AssertionResult free(int id) {
-    BlockTable table = sequences_.at(id).table;
-    const std::string op = "free(table " + str(table) + " of sequence " + std::to_string(id) + ")";
-    try {
-      allocator_.free(table);
-    } catch (const std::exception& error) {
-      return failure(op + " threw: " + error.what());
-    }
-    if (!table.empty()) return failure(op + ": the table must be left empty — got " + str(table));
-    for (const int32_t block : sequences_.at(id).table) --model_.refcount[size_t(block)];
-    sequences_.erase(id);
-    ++stats_.frees;
-    return same_state(op);
-  }
-
-  // Every refcount and num_free() equal the model's.
-  ::testing::AssertionResult same_state(const std::string& op) {
-    for (int32_t block = 0; block < int32_t(num_blocks()); ++block) {
-      int32_t got = 0;
-      try {
-        got = allocator_.refcount(block);
-      } catch (const std::exception& error) {
-        return failure("after " + op + ": refcount(" + std::to_string(block) + ") threw: " + error.what());
-      }
-      const int32_t want = model_.refcount[size_t(block)];
-      if (got != want)
-        return failure("after " + op + ": refcount(block " + std::to_string(block) + ") = " + std::to_string(got) +
-                       ", expected " + std::to_string(want) + " (" + holders(block) + ")" +
-                       (got > want ? " — a reference was not released (a leak)" : " — a reference was lost"));
-    }
-    if (allocator_.num_free() != model_.num_free())
-      return failure("after " + op + ": num_free() = " + std::to_string(allocator_.num_free()) + ", expected " +
-                     std::to_string(model_.num_free()) +
-                     " (the blocks with refcount 0: each on the free stack "
-                     "exactly once)");
-    history_.push_back(op);
-    if (history_.size() > 4) history_.erase(history_.begin());
-    return ::testing::AssertionSuccess();
-  }
+  PoolModel(int64_t num_blocks, int64_t size) : block_size(size), refcount(size_t(num_blocks), 0) {}
+  int64_t num_blocks() const { return int64_t(refcount.size()); }
+  int64_t num_free() const { return std::count(refcount.begin(), refcount.end(), 0); }
+  int32_t lowest_free() const { return int32_t(std::find(refcount.begin(), refcount.end(), 0) - refcount.begin()); }
 
   // Who holds @p block: "held by sequence 2 (logical block 1), sequence 5 (logical block 1)".
   std::string holders(int32_t block) const {
     std::string text;
-    for (const auto& [id, s] : sequences_)
+    for (size_t id = 0; id < sequences.size(); ++id) {
+      const Sequence& s = sequences[id];
+      if (!s.live) continue;
       for (size_t i = 0; i < s.table.size(); ++i)
         if (s.table[i] == block)
           text += (text.empty() ? "" : ", ") + std::string("sequence ") + std::to_string(id) + " (logical block " +
                   std::to_string(i) + ")";
+    }
     return text.empty() ? "held by no sequence's table" : "held by " + text;
   }
 
-  // Frees every sequence, then checks that every block came back exactly once: allocate() hands
-  // out each id once, then std::nullopt.
-  ::testing::AssertionResult free_all_and_drain() {
-    while (!sequences_.empty()) {
-      const ::testing::AssertionResult result = free(sequences_.begin()->first);
-      if (!result) return result;
+  // Why @p block cannot be the fresh block just handed out, if it cannot.
+  std::optional<std::string> not_fresh(int32_t block) const {
+    if (block < 0 || block >= num_blocks())
+      return "block " + std::to_string(block) + " is outside the pool [0, " + std::to_string(num_blocks()) + ")";
+    if (refcount[size_t(block)] != 0)
+      return "handed out block " + std::to_string(block) + " as fresh, but it is held (refcount " +
+             std::to_string(refcount[size_t(block)]) + ", " + holders(block) +
+             (holders(block) == "held by no sequence's table" ? ": allocate() handed it out already — it was on the "
+                                                                "free stack twice, a double free)"
+                                                              : ")");
+    return std::nullopt;
+  }
+
+  void allocate(int seq, std::optional<int32_t> block) {
+    if (!block) {
+      ++stats.out_of_blocks;
+      return;
     }
-    std::set<int32_t> seen;
-    for (int64_t i = 0; i < num_blocks(); ++i) {
-      std::optional<int32_t> block;
-      try {
-        block = allocator_.allocate();
-      } catch (const std::exception& error) {
-        return failure(std::string("draining the pool: allocate() threw: ") + error.what());
+    refcount[size_t(*block)] = 1;
+    if (seq >= 0) {
+      sequences[size_t(seq)].table.push_back(*block);
+      sequences[size_t(seq)].tokens += block_size;
+    }
+  }
+
+  void fork(int parent, int child) {
+    for (const int32_t block : sequences[size_t(parent)].table) ++refcount[size_t(block)];
+    sequences[size_t(child)] = {sequences[size_t(parent)].table, sequences[size_t(parent)].tokens, true};
+    ++stats.forks;
+  }
+
+  void free(int seq) {
+    for (const int32_t block : sequences[size_t(seq)].table) --refcount[size_t(block)];
+    sequences[size_t(seq)].live = false;
+    ++stats.frees;
+  }
+};
+
+// What append_token() must do for one more token of sequence @p seq.
+struct AppendPlan {
+  int64_t offset = 0;
+  int32_t last = -1;
+  int32_t last_refcount = 0;
+  bool starts_block = false, shared_partial = false, needs_block = false, out_of_blocks = false;
+
+  AppendPlan(const PoolModel& m, int seq) {
+    const Sequence& s = m.sequences[size_t(seq)];
+    offset = s.tokens % m.block_size;
+    last = s.table.empty() ? -1 : s.table.back();
+    starts_block = offset == 0;
+    last_refcount = last >= 0 ? m.refcount[size_t(last)] : 0;
+    shared_partial = !starts_block && last_refcount > 1;
+    needs_block = starts_block || shared_partial;
+    out_of_blocks = needs_block && m.num_free() == 0;
+  }
+
+  // The rule that applies, in words (built only for a failure message).
+  std::string why(const PoolModel& m, int seq) const {
+    const int64_t bs = m.block_size;
+    if (starts_block)
+      return m.sequences[size_t(seq)].table.empty()
+                 ? "the table is empty"
+                 : "the last block " + std::to_string(last) + " is full (" + std::to_string(bs) +
+                       " tokens), so the token starts a new block";
+    if (shared_partial)
+      return "the last block " + std::to_string(last) + " is shared (refcount " + std::to_string(last_refcount) + ", " +
+             m.holders(last) + ") and partly filled (" + std::to_string(offset) + " of " + std::to_string(bs) +
+             " tokens): copy-on-write";
+    return "the last block " + std::to_string(last) + " has room (" + std::to_string(offset) + " of " +
+           std::to_string(bs) + " tokens) and only this table holds it: write in place";
+  }
+
+  // The model after the append, @p fresh the block handed out (when one is needed and free).
+  void apply(PoolModel& m, int seq, std::optional<int32_t> fresh) const {
+    Sequence& s = m.sequences[size_t(seq)];
+    ++m.stats.appends;
+    if (out_of_blocks) {
+      ++m.stats.out_of_blocks;
+      return;
+    }
+    if (needs_block) {
+      if (starts_block) {
+        s.table.push_back(*fresh);
+        m.stats.shared_full += last_refcount > 1;
+      } else {
+        s.table.back() = *fresh;
+        --m.refcount[size_t(last)];  // the other holders keep it
+        ++m.stats.copies;
       }
-      if (!block)
-        return failure("after freeing every table, allocate() number " + std::to_string(i + 1) + " of " +
-                       std::to_string(num_blocks()) + " returned std::nullopt: a block never came back (a leak)");
-      if (*block < 0 || *block >= num_blocks() || !seen.insert(*block).second)
-        return failure("after freeing every table, allocate() returned block " + std::to_string(*block) +
-                       (seen.contains(*block) ? " a second time: it was on the free stack twice (a double free)"
-                                              : ", outside the pool"));
+      m.refcount[size_t(*fresh)] = 1;
+      ++m.stats.fresh_blocks;
     }
-    std::optional<int32_t> extra;
+    ++s.tokens;
+  }
+};
+
+// Builds a scenario: each operation is recorded and applied to the model, which predicts its
+// outcome (so that a script can stop appending when the pool runs out). The model hands out the
+// lowest free block; the allocator may hand out any — the operations do not depend on which.
+class Planner {
+ public:
+  Planner(int64_t num_blocks, int64_t block_size) : model_(num_blocks, block_size) {
+    scenario_.num_blocks = num_blocks;
+    scenario_.block_size = block_size;
+  }
+
+  PoolModel& model() { return model_; }
+  const Sequence& sequence(int id) const { return model_.sequences[size_t(id)]; }
+  std::vector<int> live() const {
+    std::vector<int> ids;
+    for (size_t id = 0; id < model_.sequences.size(); ++id)
+      if (model_.sequences[id].live) ids.push_back(int(id));
+    return ids;
+  }
+
+  // A new sequence with no token (an empty table).
+  int add_sequence() {
+    model_.sequences.push_back(Sequence{});
+    return int(model_.sequences.size()) - 1;
+  }
+  // allocate(), its block (if any) joining sequence @p seq's table; false when out of blocks.
+  bool allocate(int seq = -1) {
+    push(Op{OpKind::allocate, seq});
+    const bool any = model_.num_free() > 0;
+    model_.allocate(seq, any ? std::optional<int32_t>(model_.lowest_free()) : std::nullopt);
+    return any;
+  }
+  // One more token of sequence @p seq; false when out of blocks.
+  bool append(int seq) {
+    push(Op{OpKind::append, seq});
+    const AppendPlan plan(model_, seq);
+    plan.apply(model_, seq,
+               plan.needs_block && !plan.out_of_blocks ? std::optional(model_.lowest_free()) : std::nullopt);
+    return !plan.out_of_blocks;
+  }
+  // Up to @p count tokens; stops at the first out_of_blocks.
+  void append_tokens(int seq, int64_t count) {
+    for (int64_t i = 0; i < count; ++i)
+      if (!append(seq)) break;
+  }
+  // fork() of @p parent: the new sequence's id.
+  int fork(int parent) {
+    const int child = add_sequence();
+    push(Op{OpKind::fork, parent, child});
+    model_.fork(parent, child);
+    return child;
+  }
+  void free(int seq) {
+    push(Op{OpKind::free, seq});
+    model_.free(seq);
+  }
+  // Frees every live sequence, then checks that every block came back exactly once: allocate()
+  // hands out each id once, then std::nullopt.
+  void free_all_and_drain() {
+    for (const int id : live()) free(id);
+    for (int64_t i = 0; i <= model_.num_blocks(); ++i) {
+      allocate();
+      scenario_.ops.back().why = "draining the pool after every table was freed: each block must come back once";
+    }
+  }
+  // An error case (a correct allocator throws and changes nothing).
+  void error(Op op) { push(std::move(op)); }
+
+  Scenario scenario(std::string name) {
+    scenario_.name = std::move(name);
+    scenario_.num_sequences = int(model_.sequences.size());
+    return scenario_;
+  }
+
+ private:
+  void push(Op op) { scenario_.ops.push_back(std::move(op)); }
+
+  PoolModel model_;
+  Scenario scenario_;
+};
+
+// This process's replay of a scenario: the model, fed the operations, against the child's trace.
+class Replay {
+ public:
+  Replay(const Scenario& s, const std::vector<int64_t>& trace) : s_(s), model_(s.num_blocks, s.block_size), in_(trace) {
+    model_.sequences.assign(size_t(s.num_sequences), Sequence{});
+  }
+
+  // Checks operations [0, count) against the trace; fails at the first divergence.
+  ::testing::AssertionResult run(size_t count) {
     try {
-      extra = allocator_.allocate();
-    } catch (const std::exception& error) {
-      return failure(std::string("draining the pool: allocate() threw: ") + error.what());
+      for (size_t i = 0; i < count; ++i) {
+        if (in_.next() != int64_t(i)) throw MalformedTrace();
+        const std::string op = describe(s_.ops[i]);
+        const bool error_case = s_.ops[i].kind >= OpKind::free_table;
+        ::testing::AssertionResult result = check(s_.ops[i], op);
+        if (result)
+          result = same_state(error_case ? op + " (a call that throws must change nothing: it checks every block with "
+                                                "require_held() before changing any)"
+                                         : op);
+        if (!result) return failure(i, result.message());
+        history_.push_back(op);
+        if (history_.size() > 4) history_.erase(history_.begin());
+      }
+      if (count == s_.ops.size() && !in_.done()) throw MalformedTrace();
+    } catch (const MalformedTrace& error) {
+      return ::testing::AssertionFailure() << s_.name << ": " << error.what();
     }
-    if (extra)
-      return failure("after handing out all " + std::to_string(num_blocks()) + " blocks, allocate() returned block " +
-                     std::to_string(*extra) + " again: it was on the free stack twice (a double free)");
     return ::testing::AssertionSuccess();
   }
 
-  // The failure with the last few successful operations before it.
-  ::testing::AssertionResult failure(const std::string& message) const {
+  // The operation as the caller makes it, from the model's state.
+  std::string describe(const Op& op) const {
+    const auto of = [&](int seq) {
+      return "table " + str(model_.sequences[size_t(seq)].table) + " of sequence " + std::to_string(seq);
+    };
+    switch (op.kind) {
+      case OpKind::allocate:
+        return "allocate() with " + std::to_string(model_.num_free()) + " free blocks" +
+               (op.why.empty() ? "" : " (" + op.why + ")");
+      case OpKind::append:
+        return "append_token(" + of(op.seq) + ", num_tokens " +
+               std::to_string(model_.sequences[size_t(op.seq)].tokens) + ") with block_size " +
+               std::to_string(model_.block_size);
+      case OpKind::fork:
+        return "fork(" + of(op.seq) + ")";
+      case OpKind::free:
+        return "free(" + of(op.seq) + ")";
+      case OpKind::free_table:
+        return "free(" + str(resolve(op.table, model_.sequences)) + ") " + op.why;
+      case OpKind::fork_table:
+        return "fork(" + str(resolve(op.table, model_.sequences)) + ") " + op.why;
+      case OpKind::append_table:
+        return "append_token(" + str(resolve(op.table, model_.sequences)) + ", num_tokens " +
+               std::to_string(op.num_tokens) + ") " + op.why;
+      case OpKind::refcount:
+        return "refcount(" + std::to_string(op.block) + ") " + op.why;
+    }
+    return "?";
+  }
+
+  // The failure of operation @p i, with the last few operations before it.
+  ::testing::AssertionResult failure(size_t i, const std::string& message) const {
     std::string recent;
     for (const std::string& op : history_) recent += "\n    " + op;
-    return ::testing::AssertionFailure() << message << "\n  (pool of " << num_blocks() << " blocks of "
-                                         << model_.block_size << " tokens"
+    return ::testing::AssertionFailure() << "operation " << i << " of " << s_.ops.size() << ": " << message << "\n  ("
+                                         << s_.name
                                          << (recent.empty() ? std::string(")")
                                                             : "; the operations before:" + recent + ")");
   }
 
  private:
-  // Why @p block cannot be the fresh block just handed out, if it cannot.
-  std::optional<std::string> not_fresh(int32_t block) const {
-    if (block < 0 || block >= num_blocks())
-      return "block " + std::to_string(block) + " is outside the pool [0, " + std::to_string(num_blocks()) + ")";
-    if (model_.refcount[size_t(block)] != 0)
-      return "handed out block " + std::to_string(block) + " as fresh, but it is held (refcount " +
-             std::to_string(model_.refcount[size_t(block)]) + ", " + holders(block) + ")";
-    return std::nullopt;
+  static std::string threw(const std::string& op, const Caught& caught) {
+    return op + " threw " + str(caught.kind) + ": " + caught.message;
   }
 
-  StudentBlockAllocator allocator_;
+  ::testing::AssertionResult check(const Op& op, const std::string& desc) {
+    switch (op.kind) {
+      case OpKind::allocate:
+        return check_allocate(op, desc);
+      case OpKind::append:
+        return check_append(op, desc);
+      case OpKind::fork:
+        return check_fork(op, desc);
+      case OpKind::free:
+        return check_free(op, desc);
+      default:
+        return check_error(op, desc);
+    }
+  }
+
+  ::testing::AssertionResult check_allocate(const Op& op, const std::string& desc) {
+    const Caught caught = in_.caught();
+    if (caught) return ::testing::AssertionFailure() << threw(desc, caught);
+    const bool has = in_.next() != 0;
+    const int64_t value = in_.next();
+    if (model_.num_free() == 0) {
+      if (has)
+        return ::testing::AssertionFailure() << desc << ": every block is held, expected std::nullopt (out of "
+                                             << "blocks), got block " << value;
+      model_.allocate(op.seq, std::nullopt);
+      return ::testing::AssertionSuccess();
+    }
+    if (!has)
+      return ::testing::AssertionFailure() << desc << ": expected a block, got std::nullopt"
+                                           << (op.why.empty() ? "" : " — a block never came back (a leak)");
+    const int32_t block = int32_t(value);
+    if (const auto bad = model_.not_fresh(block); bad || value != block)
+      return ::testing::AssertionFailure() << desc << ": " << (bad ? *bad : "block " + std::to_string(value));
+    model_.allocate(op.seq, block);
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult check_append(const Op& op, const std::string& desc) {
+    const Caught caught = in_.caught();
+    const BlockTable table = in_.table();
+    if (caught) return ::testing::AssertionFailure() << threw(desc, caught);
+    SlotResult r;
+    r.status = BlockStatus(in_.next());
+    r.slot = in_.next();
+    const bool has_copy = in_.next() != 0;
+    const int32_t from = int32_t(in_.next()), to = int32_t(in_.next());
+    if (has_copy) r.copy = BlockCopy{from, to};
+    const bool has_new = in_.next() != 0;
+    const int32_t fresh_value = int32_t(in_.next());
+    if (has_new) r.new_block = fresh_value;
+
+    const Sequence& s = model_.sequences[size_t(op.seq)];
+    const AppendPlan plan(model_, op.seq);
+    const int64_t bs = model_.block_size;
+    const std::string got = " — got " + str(r) + ", table " + str(table);
+    const auto fail = [&](const std::string& what) { return ::testing::AssertionFailure() << desc << what << got; };
+
+    if (plan.out_of_blocks) {  // out of blocks: nothing may change
+      if (r.status != BlockStatus::out_of_blocks)
+        return fail(": " + plan.why(model_, op.seq) +
+                    ", so it needs a fresh block, and none is free: expected status out_of_blocks");
+      if (r.slot != -1 || r.copy || r.new_block)
+        return fail(": out_of_blocks must come with slot −1, no copy and no new block");
+      if (table != s.table) return fail(": out_of_blocks must leave the table as it was, " + str(s.table));
+      plan.apply(model_, op.seq, std::nullopt);
+      return ::testing::AssertionSuccess();
+    }
+    if (r.status != BlockStatus::ok)
+      return fail(": " + plan.why(model_, op.seq) +
+                  (plan.needs_block ? "; " + std::to_string(model_.num_free()) + " blocks are free" : "") +
+                  ", so the append must succeed");
+
+    BlockTable expected_table = s.table;
+    int64_t expected_slot = 0;
+    if (!plan.needs_block) {
+      if (r.copy)
+        return fail(": " + plan.why(model_, op.seq) + " — no copy-on-write for a block only this table holds");
+      if (r.new_block) return fail(": " + plan.why(model_, op.seq) + " — no fresh block needed");
+      expected_slot = int64_t(plan.last) * bs + plan.offset;
+    } else {
+      if (!r.new_block)
+        return fail(": " + plan.why(model_, op.seq) +
+                    (plan.shared_partial
+                         ? " — expected copy {from " + std::to_string(plan.last) +
+                               ", to a fresh block} and new_block naming that block: written in place, the token "
+                               "would appear in the other holders' sequences too"
+                         : " — expected new_block to name the fresh block"));
+      const int32_t fresh = *r.new_block;
+      if (const auto bad = model_.not_fresh(fresh)) return fail(": " + *bad);
+      if (plan.starts_block) {
+        if (r.copy)
+          return fail(": " + plan.why(model_, op.seq) +
+                      (plan.last_refcount > 1 ? " — a full block is never written again, so even shared (refcount " +
+                                                    std::to_string(plan.last_refcount) + ") it is never copied"
+                                              : " — nothing to copy"));
+        expected_table.push_back(fresh);
+      } else {
+        const BlockCopy expected{plan.last, fresh};
+        if (r.copy != std::optional<BlockCopy>(expected))
+          return fail(": " + plan.why(model_, op.seq) + " — expected " + str(std::optional<BlockCopy>(expected)) +
+                      " (the shared block's rows into the fresh one, before the write)");
+        expected_table.back() = fresh;
+      }
+      expected_slot = int64_t(fresh) * bs + plan.offset;
+    }
+    if (table != expected_table)
+      return fail(": " + plan.why(model_, op.seq) + " — expected the table to become " + str(expected_table));
+    if (r.slot != expected_slot)
+      return fail(": " + plan.why(model_, op.seq) + " — expected slot " + std::to_string(expected_slot) + " = block " +
+                  std::to_string(expected_table.back()) + " · block_size " + std::to_string(bs) + " + offset " +
+                  std::to_string(plan.offset));
+    plan.apply(model_, op.seq, r.new_block);
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult check_fork(const Op& op, const std::string& desc) {
+    const Caught caught = in_.caught();
+    if (caught) return ::testing::AssertionFailure() << threw(desc, caught);
+    const BlockTable table = in_.table();
+    const BlockTable& before = model_.sequences[size_t(op.seq)].table;
+    if (table != before)
+      return ::testing::AssertionFailure() << desc << ": the child must map its logical blocks to the very same "
+                                           << "physical blocks, " << str(before) << " — got " << str(table);
+    model_.fork(op.seq, op.child);
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult check_free(const Op& op, const std::string& desc) {
+    const Caught caught = in_.caught();
+    const BlockTable table = in_.table();
+    if (caught) return ::testing::AssertionFailure() << threw(desc, caught);
+    if (!table.empty())
+      return ::testing::AssertionFailure() << desc << ": the table must be left empty — got " << str(table);
+    model_.free(op.seq);
+    return ::testing::AssertionSuccess();
+  }
+
+  // An error case: the right exception, naming what it must, and (same_state) nothing changed.
+  ::testing::AssertionResult check_error(const Op& op, const std::string& desc) {
+    const Caught caught = in_.caught();
+    const BlockTable passed = resolve(op.table, model_.sequences);
+    BlockTable after;
+    if (op.kind == OpKind::free_table || op.kind == OpKind::append_table) after = in_.table();
+    if (!caught) {
+      // Consume the results of a call that returned.
+      if (op.kind == OpKind::fork_table) in_.table();
+      if (op.kind == OpKind::refcount) in_.next();
+      if (op.kind == OpKind::append_table)
+        for (int k = 0; k < 7; ++k) in_.next();
+      return ::testing::AssertionFailure() << desc << ": did not throw";
+    }
+    const bool type_ok = op.expect == Expect::invalid_argument
+                             ? caught.kind == Thrown::invalid_argument
+                             : caught.kind == Thrown::logic_error || caught.kind == Thrown::invalid_argument;
+    if (!type_ok)
+      return ::testing::AssertionFailure()
+             << desc << ": threw the wrong exception type (expected "
+             << (op.expect == Expect::invalid_argument ? "std::invalid_argument" : "std::logic_error") << ", got "
+             << str(caught.kind) << "): " << caught.message;
+    std::vector<std::string> words = op.words;
+    if (op.named_ref >= 0) words.push_back("block " + std::to_string(passed[size_t(op.named_ref)]));
+    for (const std::string& word : words)
+      if (caught.message.find(word) == std::string::npos)
+        return ::testing::AssertionFailure()
+               << desc << ": the error must name \"" << word << "\", it says: " << caught.message;
+    if ((op.kind == OpKind::free_table || op.kind == OpKind::append_table) && after != passed)
+      return ::testing::AssertionFailure() << desc << ": a call that throws must leave the table as it was, "
+                                           << str(passed) << " — got " << str(after);
+    return ::testing::AssertionSuccess();
+  }
+
+  // Every refcount and num_free() the child saw after the operation equal the model's.
+  ::testing::AssertionResult same_state(const std::string& op) {
+    const int64_t free_blocks = in_.next();
+    std::vector<int64_t> refcounts(size_t(model_.num_blocks()));
+    for (int64_t& r : refcounts) r = in_.next();
+    for (int32_t block = 0; block < int32_t(model_.num_blocks()); ++block) {
+      const int64_t got = refcounts[size_t(block)];
+      if (got == kRefcountThrew)
+        return ::testing::AssertionFailure() << "after " << op << ": refcount(" << block << ") threw";
+      const int32_t want = model_.refcount[size_t(block)];
+      if (got != want)
+        return ::testing::AssertionFailure()
+               << "after " << op << ": refcount(block " << block << ") = " << got << ", expected " << want << " ("
+               << model_.holders(block) << ")"
+               << (got > want ? " — a reference was not released (a leak)" : " — a reference was lost");
+    }
+    if (free_blocks != model_.num_free())
+      return ::testing::AssertionFailure()
+             << "after " << op << ": num_free() = " << free_blocks << ", expected " << model_.num_free()
+             << " (the blocks with refcount 0: each on the free stack exactly once)";
+    return ::testing::AssertionSuccess();
+  }
+
+  const Scenario& s_;
   PoolModel model_;
-  std::map<int, Sequence> sequences_;
-  int next_id_ = 0;
-  AllocatorStats stats_;
+  TraceReader in_;
   std::vector<std::string> history_;
 };
 
-// Runs @p steps and stops at the first failure (ASSERT-like, for the scripted scenarios).
-#define CH06_CHECK(expression)                               \
-  do {                                                       \
-    const ::testing::AssertionResult result_ = (expression); \
-    if (!result_) {                                          \
-      ADD_FAILURE() << result_.message();                    \
-      return;                                                \
-    }                                                        \
-  } while (false)
+// The student code crashed (or exited) while running @p s: reruns shorter prefixes of the scenario
+// in fresh children to find the operation it happened in, and reports the first divergence from
+// the model before it, if any, else that operation.
+::testing::AssertionResult crashed(const Scenario& s, const std::string& what) {
+  const auto header = [&] { return s.name + ": " + what; };
+  if (what.find("CPU time") != std::string::npos) return ::testing::AssertionFailure() << header();
+  // ok(n): the first n operations (and the destructor) run to the end. ok(ops.size()) is false.
+  int64_t lo = -1, hi = int64_t(s.ops.size());
+  std::vector<int64_t> lo_trace;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    try {
+      std::vector<int64_t> trace = run_scenario_in_sandbox(s, size_t(mid));
+      lo = mid;
+      lo_trace = std::move(trace);
+    } catch (const std::exception&) {
+      hi = mid;
+    }
+  }
+  if (hi == 0)
+    return ::testing::AssertionFailure() << header() << "\n  (constructing or destroying the allocator, before or "
+                                         << "after any operation)";
+  Replay replay(s, lo_trace);
+  const ::testing::AssertionResult before = replay.run(size_t(hi - 1));
+  if (!before) return before;
+  return replay.failure(size_t(hi - 1), replay.describe(s.ops[size_t(hi - 1)]) + ": " + what);
+}
+
+// Runs @p s — construction, every operation, destruction — in one sandboxed child and replays
+// its trace on the model here.
+::testing::AssertionResult scenario_matches_model(const Scenario& s) {
+  std::vector<int64_t> trace;
+  try {
+    trace = run_scenario_in_sandbox(s, s.ops.size());
+  } catch (const NotImplemented& error) {
+    return ::testing::AssertionFailure() << error.what();
+  } catch (const testing::StudentCodeFailed& error) {
+    return crashed(s, error.what());
+  } catch (const std::exception& error) {
+    return ::testing::AssertionFailure() << s.name << ": StudentBlockAllocator(" << s.num_blocks << ", " << s.block_size
+                                         << "), its destructor or an operation threw: " << error.what();
+  }
+  return Replay(s, trace).run(s.ops.size());
+}
+
+std::string pool_name(int64_t num_blocks, int64_t block_size) {
+  return "pool of " + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + " tokens";
+}
 
 TEST(Ch06Allocator, AllocateHandsOutEachBlockOnce) {
   // Every block once, each with refcount 1; then std::nullopt with nothing changed; after
-  // freeing them (as one table), every block again.
-  for (const int64_t num_blocks : {1, 5, 17}) {
-    AllocatorRun run(num_blocks, 4);
-    const int id = run.add_sequence();
+  // freeing them (as one table), every block again. Pools of 1, 5 and 17 blocks, and two of
+  // fresh random sizes.
+  testing::SeededRng rng;
+  const std::vector<std::pair<int64_t, int64_t>> pools{
+      {1, 4}, {5, 4}, {17, 4}, {rng.integer(2, 40), rng.integer(1, 16)}, {rng.integer(2, 40), rng.integer(1, 16)}};
+  std::vector<Scenario> scenarios;
+  for (const auto& [num_blocks, block_size] : pools) {
+    Planner plan(num_blocks, block_size);
     for (int pass = 0; pass < 2; ++pass) {
-      std::set<int32_t> seen;
-      for (int64_t i = 0; i < num_blocks; ++i) {
-        std::optional<int32_t> block;
-        CH06_CHECK(run.allocate(block));
-        run.sequence(id).table.push_back(*block);
-        run.sequence(id).tokens += run.block_size();
-      }
-      std::optional<int32_t> none;
-      CH06_CHECK(run.allocate(none));  // out of blocks: std::nullopt, nothing changed
-      CH06_CHECK(run.allocate(none));
-      CH06_CHECK(run.free(id));
-      run.sequences()[id] = Sequence{};
+      const int id = plan.add_sequence();
+      for (int64_t i = 0; i < num_blocks; ++i) plan.allocate(id);
+      plan.allocate(id);  // out of blocks: std::nullopt, nothing changed
+      plan.allocate(id);
+      plan.free(id);
     }
+    scenarios.push_back(plan.scenario(pool_name(num_blocks, block_size)));
   }
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
 }
 
 TEST(Ch06Allocator, AppendFillsBlocksInOrder) {
   // One sequence grows until the pool is exhausted: slot t is in table[t / block_size] at offset
-  // t % block_size; a fresh block exactly at each block boundary; then out_of_blocks.
-  for (const int64_t block_size : {1, 3, 16}) {
-    AllocatorRun run(5, block_size);
-    const int id = run.add_sequence();
-    CH06_CHECK(run.append_tokens(id, 5 * block_size + 1));  // the last one runs out
-    if (run.stats().out_of_blocks != 1 || run.sequence(id).tokens != 5 * block_size) {
-      ADD_FAILURE() << "block_size " << block_size << ": 5 blocks hold " << 5 * block_size
-                    << " tokens, then the next append must be out_of_blocks";
-      return;
-    }
-    CH06_CHECK(run.free(id));
-    CH06_CHECK(run.free_all_and_drain());
+  // t % block_size; a fresh block exactly at each block boundary; then out_of_blocks. Block
+  // sizes 1, 3 and 16, and a fresh random pool.
+  testing::SeededRng rng;
+  const std::vector<std::pair<int64_t, int64_t>> pools{
+      {5, 1}, {5, 3}, {5, 16}, {rng.integer(2, 9), rng.integer(2, 12)}};
+  std::vector<Scenario> scenarios;
+  for (const auto& [num_blocks, block_size] : pools) {
+    Planner plan(num_blocks, block_size);
+    const int id = plan.add_sequence();
+    plan.append_tokens(id, num_blocks * block_size + 1);  // the last one runs out
+    plan.append(id);                                      // and still out
+    plan.free(id);
+    plan.free_all_and_drain();
+    scenarios.push_back(plan.scenario(pool_name(num_blocks, block_size) + ", one sequence filling it"));
   }
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
 }
 
 TEST(Ch06Allocator, ForkSharesEveryBlock) {
   // Forks share every block (one reference per table), take none; frees give them back one
-  // reference at a time; a fork of an empty table is empty.
-  AllocatorRun run(8, 4);
-  const int a = run.add_sequence();
-  CH06_CHECK(run.append_tokens(a, 10));  // 3 blocks, the last one partly filled
-  int b = 0, c = 0, d = 0, e = 0;
-  CH06_CHECK(run.fork(a, b));
-  CH06_CHECK(run.fork(a, c));
-  CH06_CHECK(run.fork(b, d));  // a fork of a fork: refcount 4
-  CH06_CHECK(run.free(a));
-  CH06_CHECK(run.free(c));
-  CH06_CHECK(run.free(b));              // d alone holds them now
-  CH06_CHECK(run.append_tokens(d, 3));  // … so it writes in place: no copy
-  if (run.stats().copies != 0) {
-    ADD_FAILURE() << "sequence " << d << " is the last holder of its blocks: its appends must not copy";
-    return;
+  // reference at a time; the last holder writes in place (no copy); a fork of an empty table is
+  // empty. A scripted family, then a fresh random one.
+  std::vector<Scenario> scenarios;
+  {
+    Planner plan(8, 4);
+    const int a = plan.add_sequence();
+    plan.append_tokens(a, 10);  // 3 blocks, the last one partly filled
+    const int b = plan.fork(a), c = plan.fork(a);
+    const int d = plan.fork(b);  // a fork of a fork: refcount 4
+    plan.free(a);
+    plan.free(c);
+    plan.free(b);              // d alone holds them now
+    plan.append_tokens(d, 3);  // … so it writes in place: no copy
+    plan.fork(plan.add_sequence());
+    plan.free_all_and_drain();
+    scenarios.push_back(plan.scenario("pool of 8 blocks of 4 tokens, a family of forks"));
   }
-  const int empty = run.add_sequence();
-  CH06_CHECK(run.fork(empty, e));
-  CH06_CHECK(run.free_all_and_drain());
+  testing::SeededRng rng;
+  const int64_t block_size = rng.integer(2, 8), num_blocks = rng.integer(8, 16);
+  Planner plan(num_blocks, block_size);
+  const int root = plan.add_sequence();
+  plan.append_tokens(root, rng.integer(1, 3 * block_size));
+  std::vector<int> family{root};
+  for (int64_t i = 0, forks = rng.integer(3, 5); i < forks; ++i)
+    family.push_back(plan.fork(family[size_t(rng.integer(0, int64_t(family.size()) - 1))]));
+  std::shuffle(family.begin(), family.end(), rng.engine());
+  for (size_t i = 0; i + 1 < family.size(); ++i) plan.free(family[i]);
+  plan.append_tokens(family.back(), rng.integer(1, block_size + 1));  // the last holder: in place
+  plan.fork(plan.add_sequence());
+  plan.free_all_and_drain();
+  if (plan.model().stats.copies != 0) FAIL() << "test bug: the last holder of its blocks copied";
+  scenarios.push_back(plan.scenario(pool_name(num_blocks, block_size) + ", a random family of forks"));
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
 }
 
 TEST(Ch06Allocator, CopyOnWriteExactlyWhenSharedAndPartial) {
   // Copy-on-write for a shared, partly filled last block — and only then: not for an unshared
   // partial block, not for a shared full block (the token starts a fresh block), not once the
-  // other holders are gone.
-  for (const int64_t block_size : {2, 4, 7}) {
-    AllocatorRun run(24, block_size);
+  // other holders are gone. Block sizes 2, 4 and 7, and a fresh random size and fill.
+  testing::SeededRng rng;
+  const int64_t random_size = rng.integer(3, 16);
+  const std::vector<std::pair<int64_t, int64_t>> cases{
+      // block_size, tokens of the first sequence
+      {2, 3},
+      {4, 5},
+      {7, 8},
+      {random_size, rng.integer(0, 2) * random_size + rng.integer(1, random_size - 2)}};
+  std::vector<Scenario> scenarios;
+  for (const auto& [block_size, tokens] : cases) {
+    Planner plan(24, block_size);
     // A shared partial block: the child copies; then the parent is its only holder again.
-    const int a = run.add_sequence();
-    CH06_CHECK(run.append_tokens(a, block_size + 1));
-    int b = 0;
-    CH06_CHECK(run.fork(a, b));
-    CH06_CHECK(run.append(b));  // copy-on-write
-    CH06_CHECK(run.append(a));  // refcount 1 again: in place
+    const int a = plan.add_sequence();
+    plan.append_tokens(a, tokens);
+    const int b = plan.fork(a);
+    plan.append(b);  // copy-on-write
+    plan.append(a);  // refcount 1 again: in place
     // A shared full block: both sides start fresh blocks, nothing is copied.
-    const int c = run.add_sequence();
-    CH06_CHECK(run.append_tokens(c, 2 * block_size));
-    int d = 0;
-    CH06_CHECK(run.fork(c, d));
-    CH06_CHECK(run.append(d));
-    CH06_CHECK(run.append(c));
+    const int c = plan.add_sequence();
+    plan.append_tokens(c, 2 * block_size);
+    const int d = plan.fork(c);
+    plan.append(d);
+    plan.append(c);
     // Three holders of a partial block: two copies, the last holder writes in place.
-    int e = 0, f = 0;
-    CH06_CHECK(run.fork(a, e));
-    CH06_CHECK(run.fork(e, f));
-    CH06_CHECK(run.append(f));
-    CH06_CHECK(run.append(e));
-    CH06_CHECK(run.append(a));
-    const int64_t expected_copies = block_size > 2 ? 3 : 1;  // block_size 2: a's block is full again after 2 appends
-    if (run.stats().copies != expected_copies || run.stats().shared_full == 0) {
-      ADD_FAILURE() << "block_size " << block_size << ": expected " << expected_copies << " copies and a shared full "
-                    << "block left uncopied, saw " << run.stats().copies << " copies";
-      return;
-    }
-    CH06_CHECK(run.free_all_and_drain());
+    const int e = plan.fork(a);
+    const int f = plan.fork(e);
+    plan.append(f);
+    plan.append(e);
+    plan.append(a);
+    plan.free_all_and_drain();
+    if (plan.model().stats.copies == 0 || plan.model().stats.shared_full == 0)
+      FAIL() << "test bug: the scenario made no copy-on-write or appended after no shared full block";
+    scenarios.push_back(plan.scenario(pool_name(24, block_size) + ", a first sequence of " + std::to_string(tokens) +
+                                      " tokens forked"));
   }
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
 }
 
 TEST(Ch06Allocator, OutOfBlocksChangesNothing) {
   // An exhausted pool: allocate() gives std::nullopt, an append that needs a fresh block — a
   // full last block, or copy-on-write of a shared partial one — is out_of_blocks and changes
-  // nothing (the shared block keeps its refcount), while appends and forks that need no block
-  // still succeed; once a block is freed, the same append succeeds.
-  AllocatorRun run(3, 4);
-  const int a = run.add_sequence();
-  CH06_CHECK(run.append_tokens(a, 6));  // [a0, a1], a1 partly filled
-  int b = 0;
-  CH06_CHECK(run.fork(a, b));  // a1 shared
-  const int c = run.add_sequence();
-  CH06_CHECK(run.append_tokens(c, 4));  // the last block: the pool is exhausted
-  std::optional<int32_t> none;
-  CH06_CHECK(run.allocate(none));
-  CH06_CHECK(run.append(b));  // copy-on-write needs a block: out_of_blocks
-  CH06_CHECK(run.append(c));  // c's block is full: out_of_blocks
-  int d = 0;
-  CH06_CHECK(run.fork(c, d));  // a fork needs no block
-  const int64_t outs = run.stats().out_of_blocks;
-  if (outs != 3) {
-    ADD_FAILURE() << "expected 3 out_of_blocks outcomes (allocate, copy-on-write, fresh block), saw " << outs;
-    return;
+  // nothing (the shared block keeps its refcount), while forks that need no block still
+  // succeed; once a block is freed, the same append succeeds. A pool of 3 blocks of 4, and a
+  // fresh random one.
+  testing::SeededRng rng;
+  const int64_t random_size = rng.integer(2, 8);
+  const std::vector<std::array<int64_t, 3>> cases{
+      // num_blocks, block_size, tokens of the first sequence
+      {3, 4, 6},
+      {rng.integer(3, 10), random_size, random_size + rng.integer(1, random_size - 1)}};
+  std::vector<Scenario> scenarios;
+  for (const auto& [num_blocks, block_size, tokens] : cases) {
+    Planner plan(num_blocks, block_size);
+    const int a = plan.add_sequence();
+    plan.append_tokens(a, tokens);  // two blocks, the last one partly filled
+    const int b = plan.fork(a);     // … and shared
+    const int c = plan.add_sequence();
+    plan.append_tokens(c, (num_blocks - 2) * block_size);  // every other block, the last one full
+    plan.allocate();                                       // out of blocks: std::nullopt
+    plan.append(b);                                        // copy-on-write needs a block: out_of_blocks
+    plan.append(c);                                        // c's last block is full: out_of_blocks
+    const int d = plan.fork(c);                            // a fork needs no block
+    if (plan.model().stats.out_of_blocks != 3) FAIL() << "test bug: the pool did not run out where planned";
+    plan.free(c);
+    plan.free(d);    // c's blocks are free again
+    plan.append(b);  // the copy-on-write now succeeds
+    plan.append(a);  // a is its last block's only holder: in place
+    plan.free_all_and_drain();
+    scenarios.push_back(plan.scenario(pool_name(num_blocks, block_size) + ", exhausted"));
   }
-  CH06_CHECK(run.free(c));
-  CH06_CHECK(run.free(d));    // one block free again
-  CH06_CHECK(run.append(b));  // the copy-on-write now succeeds
-  CH06_CHECK(run.append(a));  // a is a1's only holder: in place
-  CH06_CHECK(run.free_all_and_drain());
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
 }
 
 // One random-operations configuration.
@@ -536,59 +1058,47 @@ struct RandomConfig {
   int64_t max_tokens = 40;
 };
 
-// Random appends, new sequences, forks and frees against the model.
-::testing::AssertionResult random_operations(const RandomConfig& config, AllocatorStats& total) {
-  testing::SeededRng rng;
-  AllocatorRun run(config.num_blocks, config.block_size);
-  const auto seeded = [&](::testing::AssertionResult result) {
-    if (result) return result;
-    return ::testing::AssertionFailure() << result.message() << "\n  random operations with seed " << rng.seed()
-                                         << " (rerun with INFERLAB_SEED=" << rng.seed() << ")";
-  };
+// Random appends, new sequences, forks and frees, chosen from the model's state and @p rng.
+// @p planned receives what the operations exercise (predicted by the model, which a passing
+// allocator matches).
+Scenario random_scenario(const RandomConfig& config, Rng& rng, AllocatorStats& planned) {
+  Planner plan(config.num_blocks, config.block_size);
   for (int64_t op = 0; op < config.operations; ++op) {
-    std::vector<int> live;
-    for (const auto& [id, s] : run.sequences()) live.push_back(id);
+    const std::vector<int> live = plan.live();
     const auto pick = [&] { return live[size_t(rng.integer(0, int64_t(live.size()) - 1))]; };
     const int64_t dice = rng.integer(0, 99);
-    ::testing::AssertionResult result = ::testing::AssertionSuccess();
     if (live.empty() || (dice < 15 && int64_t(live.size()) < config.max_live)) {
-      result = run.append_tokens(run.add_sequence(), rng.integer(1, 2 * config.block_size + 1));
+      plan.append_tokens(plan.add_sequence(), rng.integer(1, 2 * config.block_size + 1));
     } else if (dice < 65) {
       const int id = pick();
-      if (run.sequence(id).tokens >= config.max_tokens)
-        result = run.free(id);
+      if (plan.sequence(id).tokens >= config.max_tokens)
+        plan.free(id);
       else
-        result = run.append_tokens(id, rng.integer(1, config.block_size + 1));
+        plan.append_tokens(id, rng.integer(1, config.block_size + 1));
     } else if (dice < 82 && int64_t(live.size()) < config.max_live) {
-      int child = 0;
-      result = run.fork(pick(), child);
+      plan.fork(pick());
     } else {
-      result = run.free(pick());
+      plan.free(pick());
     }
-    if (!result) return seeded(::testing::AssertionFailure() << "random operation " << op << ": " << result.message());
   }
-  const ::testing::AssertionResult drained = run.free_all_and_drain();
-  if (!drained) return seeded(drained);
-  const AllocatorStats& s = run.stats();
-  total.appends += s.appends;
-  total.copies += s.copies;
-  total.shared_full += s.shared_full;
-  total.out_of_blocks += s.out_of_blocks;
-  total.forks += s.forks;
-  total.frees += s.frees;
-  return ::testing::AssertionSuccess();
+  plan.free_all_and_drain();
+  planned.add(plan.model().stats);
+  return plan.scenario(pool_name(config.num_blocks, config.block_size) + ", random operations with seed " +
+                       std::to_string(rng.seed()) + " (rerun with INFERLAB_SEED=" + std::to_string(rng.seed()) + ")");
 }
 
 TEST(Ch06Allocator, RandomOperationsMatchTheModel) {
   // Thousands of random operations on small pools (allocation fails often): every result and
   // every refcount equal the model's after each one; at the end every block comes back once.
-  AllocatorStats stats;
-  expect_all(std::vector<RandomConfig>{{12, 4}, {6, 1}, {8, 3}, {24, 16, 2000, 8, 80}, {16, 2}},
-             [&](const RandomConfig& c) { return random_operations(c, stats); });
-  if (::testing::Test::HasFailure()) return;
-  EXPECT_GT(stats.copies, 0) << "the random operations made no copy-on-write (a test bug)";
-  EXPECT_GT(stats.shared_full, 0) << "the random operations never appended after a shared full block (a test bug)";
-  EXPECT_GT(stats.out_of_blocks, 0) << "the random operations never ran out of blocks (a test bug)";
+  testing::SeededRng rng;
+  AllocatorStats planned;
+  std::vector<Scenario> scenarios;
+  for (const RandomConfig& config : std::vector<RandomConfig>{{12, 4}, {6, 1}, {8, 3}, {24, 16, 2000, 8, 80}, {16, 2}})
+    scenarios.push_back(random_scenario(config, rng, planned));
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
+  EXPECT_GT(planned.copies, 0) << "the random operations made no copy-on-write (a test bug)";
+  EXPECT_GT(planned.shared_full, 0) << "the random operations never appended after a shared full block (a test bug)";
+  EXPECT_GT(planned.out_of_blocks, 0) << "the random operations never ran out of blocks (a test bug)";
 }
 
 TEST(Ch06Allocator, FreeReturnsEveryBlockExactlyOnce) {
@@ -596,109 +1106,92 @@ TEST(Ch06Allocator, FreeReturnsEveryBlockExactlyOnce) {
   // last holder lets go — not before (a table still reads it), not twice (two sequences would
   // get it) — and never leaks.
   testing::SeededRng rng;
+  std::vector<Scenario> scenarios;
   for (int round = 0; round < 20; ++round) {
-    AllocatorRun run(16, 3);
-    const int root = run.add_sequence();
-    CH06_CHECK(run.append_tokens(root, rng.integer(1, 10)));
+    Planner plan(16, 3);
+    const int root = plan.add_sequence();
+    plan.append_tokens(root, rng.integer(1, 10));
     std::vector<int> family{root};
     for (int i = 0; i < 5; ++i) {
-      int child = 0;
-      CH06_CHECK(run.fork(family[size_t(rng.integer(0, int64_t(family.size()) - 1))], child));
-      CH06_CHECK(run.append_tokens(child, rng.integer(0, 4)));
+      const int child = plan.fork(family[size_t(rng.integer(0, int64_t(family.size()) - 1))]);
+      plan.append_tokens(child, rng.integer(0, 4));
       family.push_back(child);
     }
     std::shuffle(family.begin(), family.end(), rng.engine());
-    for (const int id : family) CH06_CHECK(run.free(id));
-    if (run.allocator().num_free() != run.num_blocks()) {
-      ADD_FAILURE() << "after freeing every table, num_free() = " << run.allocator().num_free() << " of "
-                    << run.num_blocks() << " blocks";
-      return;
-    }
-    CH06_CHECK(run.free_all_and_drain());
+    for (const int id : family) plan.free(id);
+    plan.free_all_and_drain();
+    scenarios.push_back(plan.scenario(pool_name(16, 3) + ", family " + std::to_string(round) + " of 20"));
   }
-}
-
-// Calls @p call, which must throw E with a message naming each of @p words, and fails otherwise.
-template <class E>
-::testing::AssertionResult throws_naming(const std::string& what, const std::function<void()>& call,
-                                         const std::vector<std::string>& words) {
-  try {
-    call();
-  } catch (const NotImplemented& error) {
-    return ::testing::AssertionFailure() << what << ": " << error.what();
-  } catch (const E& error) {
-    const std::string message = error.what();
-    for (const std::string& word : words)
-      if (message.find(word) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << what << ": the error must name \"" << word << "\", it says: " << message;
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << what << ": threw the wrong exception type (expected "
-                                         << (std::is_same_v<E, std::logic_error> ? "std::logic_error"
-                                                                                 : "std::invalid_argument")
-                                         << "): " << error.what();
-  }
-  return ::testing::AssertionFailure() << what << ": did not throw";
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
 }
 
 TEST(Ch06Allocator, ErrorsNameTheBlockAndTheOperation) {
   // A double free, a fork or an append over a freed block, a block id outside the pool: each
   // throws (std::logic_error / std::invalid_argument) naming the operation and the block, and
-  // changes nothing — checked before any refcount moves.
-  AllocatorRun run(6, 4);
-  const int a = run.add_sequence(), b = run.add_sequence();
-  CH06_CHECK(run.append_tokens(a, 2));
-  CH06_CHECK(run.append_tokens(b, 2));
-  const int32_t freed = run.sequence(a).table[0], held = run.sequence(b).table[0];
-  const BlockTable stale = run.sequence(a).table;
-  CH06_CHECK(run.free(a));
-  const std::string block = "block " + std::to_string(freed);
-  StudentBlockAllocator& allocator = run.allocator();
-
-  // free(): the freed block comes first, so a free that releases as it checks (last to first)
-  // would already have released `held`.
-  BlockTable double_free{freed, held};
-  CH06_CHECK(throws_naming<std::logic_error>(
-      "free(" + str(double_free) + ") where block " + std::to_string(freed) + " was freed already (a double free)",
-      [&] { allocator.free(double_free); }, {"free", block, "refcount 0"}));
-  CH06_CHECK(run.same_state("the failed free(" + str(BlockTable{freed, held}) +
-                            ") (it must change nothing: check every block with require_held() before releasing any)"));
-  if (double_free != BlockTable{freed, held})
-    return ADD_FAILURE() << "a free() that throws must leave the table as it was, got " << str(double_free);
-
-  CH06_CHECK(throws_naming<std::logic_error>(
-      "fork(" + str(BlockTable{held, freed}) + ") over freed block " + std::to_string(freed),
-      [&] {
-        allocator.fork(BlockTable{held, freed});
-      },
-      {"fork", block, "refcount 0"}));
-  CH06_CHECK(run.same_state("the failed fork (it must change nothing: check every block before adding references)"));
-
-  BlockTable stale_copy = stale;
-  CH06_CHECK(throws_naming<std::logic_error>(
-      "append_token(" + str(stale) + ", 2) on a table freed already (a use after free)",
-      [&] { allocator.append_token(stale_copy, 2); }, {"append_token", block, "refcount 0"}));
-  CH06_CHECK(run.same_state("the failed append_token (it must change nothing)"));
-
-  const std::string outside = std::to_string(run.num_blocks() + 3);
-  CH06_CHECK(throws_naming<std::invalid_argument>(
-      "free([" + outside + "]) in a pool of " + std::to_string(run.num_blocks()) + " blocks",
-      [&] {
-        BlockTable bad{int32_t(run.num_blocks() + 3)};
-        allocator.free(bad);
-      },
-      {"free", outside}));
-  CH06_CHECK(
-      throws_naming<std::invalid_argument>("fork([-1])", [&] { allocator.fork(BlockTable{-1}); }, {"fork", "-1"}));
-  CH06_CHECK(throws_naming<std::invalid_argument>(
-      "refcount(" + outside + ")", [&] { allocator.refcount(int32_t(run.num_blocks() + 3)); }, {outside}));
-  BlockTable one{held};
-  CH06_CHECK(throws_naming<std::invalid_argument>(
-      "append_token([" + std::to_string(held) + "], num_tokens 9): 9 tokens need 3 blocks of 4",
-      [&] { allocator.append_token(one, 9); }, {"table.size()", "num_tokens"}));
-  CH06_CHECK(run.same_state("the failed calls (they must change nothing)"));
-  CH06_CHECK(run.free_all_and_drain());
+  // changes nothing — checked before any refcount moves. A pool of 6 blocks of 4, and a fresh
+  // random one.
+  testing::SeededRng rng;
+  const int64_t random_size = rng.integer(2, 8);
+  const std::vector<std::array<int64_t, 4>> cases{
+      // num_blocks, block_size, tokens of a, tokens of b
+      {6, 4, 2, 2},
+      {rng.integer(6, 16), random_size, rng.integer(1, random_size - 1), rng.integer(1, 2 * random_size)}};
+  std::vector<Scenario> scenarios;
+  for (const auto& [num_blocks, block_size, tokens_a, tokens_b] : cases) {
+    Planner plan(num_blocks, block_size);
+    const int a = plan.add_sequence(), b = plan.add_sequence();
+    plan.append_tokens(a, tokens_a);  // one block, partly filled
+    plan.append_tokens(b, tokens_b);
+    plan.free(a);
+    const BlockRef freed{a, 0}, held{b, 0};
+    const std::string outside = std::to_string(num_blocks + 3);
+    // free(): the freed block comes first, so a free that releases as it checks (last to first)
+    // would already have released `held`.
+    plan.error({.kind = OpKind::free_table,
+                .table = {freed, held},
+                .expect = Expect::logic_error,
+                .words = {"free", "refcount 0"},
+                .named_ref = 0,
+                .why = "whose first block was freed already (a double free)"});
+    plan.error({.kind = OpKind::fork_table,
+                .table = {held, freed},
+                .expect = Expect::logic_error,
+                .words = {"fork", "refcount 0"},
+                .named_ref = 1,
+                .why = "over a freed block (the second)"});
+    plan.error({.kind = OpKind::append_table,
+                .table = {freed},
+                .num_tokens = tokens_a,
+                .expect = Expect::logic_error,
+                .words = {"append_token", "refcount 0"},
+                .named_ref = 0,
+                .why = "on a table freed already (a use after free)"});
+    plan.error({.kind = OpKind::free_table,
+                .table = {BlockRef{.literal = int32_t(num_blocks + 3)}},
+                .expect = Expect::invalid_argument,
+                .words = {"free", outside},
+                .why = "in a pool of " + std::to_string(num_blocks) + " blocks"});
+    plan.error({.kind = OpKind::fork_table,
+                .table = {BlockRef{.literal = -1}},
+                .expect = Expect::invalid_argument,
+                .words = {"fork", "-1"},
+                .why = "(no such block)"});
+    plan.error({.kind = OpKind::refcount,
+                .block = int32_t(num_blocks + 3),
+                .expect = Expect::invalid_argument,
+                .words = {outside},
+                .why = "in a pool of " + std::to_string(num_blocks) + " blocks"});
+    plan.error({.kind = OpKind::append_table,
+                .table = {held},
+                .num_tokens = 2 * block_size + 1,
+                .expect = Expect::invalid_argument,
+                .words = {"table.size()", "num_tokens"},
+                .why = "— " + std::to_string(2 * block_size + 1) + " tokens need 3 blocks of " +
+                       std::to_string(block_size) + ", the table holds 1"});
+    plan.free_all_and_drain();
+    scenarios.push_back(plan.scenario(pool_name(num_blocks, block_size) + ", error cases"));
+  }
+  expect_all(scenarios, [](const Scenario& s) { return scenario_matches_model(s); });
 }
 
 // ---- 6.2 the chained prefix hash ----
@@ -789,33 +1282,117 @@ std::string diagnose_block_hash(uint64_t got, uint64_t parent, std::span<const i
   return "";
 }
 
-// student_block_hash on @p tokens after @p parent equals the contract's value.
-::testing::AssertionResult block_hash_matches(uint64_t parent, std::span<const int32_t> tokens) {
-  const uint64_t want = expected_block_hash(parent, tokens);
-  uint64_t got = 0;
-  try {
-    got = student::student_block_hash(parent, tokens.data(), int64_t(tokens.size()));
-  } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << "student_block_hash(" << hex(parent) << ", " << str_tokens(tokens) << ", "
-                                         << tokens.size() << ") threw: " << error.what();
+// One call of exercise 6.2: student_prefix_hashes(tokens, block_size), or
+// student_block_hash(parent, tokens, count).
+struct HashCall {
+  bool prefix = false;
+  uint64_t parent = 0;
+  std::vector<int32_t> tokens;
+  int64_t block_size = 1;
+
+  std::string str() const {
+    if (prefix)
+      return "student_prefix_hashes(" + str_tokens(tokens) + ", block_size " + std::to_string(block_size) + ")";
+    return "student_block_hash(parent " + hex(parent) + ", tokens " + str_tokens(tokens) + ", count " +
+           std::to_string(tokens.size()) + ")";
   }
-  if (got == want) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "student_block_hash(parent " << hex(parent) << ", tokens "
-                                       << str_tokens(tokens) << ", count " << tokens.size() << ") = " << hex(got)
-                                       << ", expected " << hex(want) << diagnose_block_hash(got, parent, tokens);
+};
+
+HashCall block_hash_call(uint64_t parent, std::vector<int32_t> tokens) {
+  return {false, parent, std::move(tokens), 1};
+}
+HashCall prefix_hashes_call(std::vector<int32_t> tokens, int64_t block_size) {
+  return {true, 0, std::move(tokens), block_size};
 }
 
-// student_prefix_hashes(@p tokens, @p block_size) equals the contract's chain, hash by hash.
-::testing::AssertionResult prefix_hashes_match(std::span<const int32_t> tokens, int64_t block_size) {
-  const std::vector<uint64_t> want = expected_prefix_hashes(tokens, block_size);
-  std::vector<uint64_t> got;
-  const std::string call =
-      "student_prefix_hashes(" + str_tokens(tokens) + ", block_size " + std::to_string(block_size) + ")";
-  try {
-    got = student::student_prefix_hashes(tokens, block_size);
-  } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << call << " threw: " << error.what();
+// What a call returned (its hashes: one for student_block_hash) or what it threw.
+struct HashResult {
+  Caught caught;
+  std::vector<uint64_t> hashes;
+};
+
+// Runs @p calls in one sandboxed child; each call's result or exception comes back.
+std::vector<HashResult> run_hash_calls_once(const std::vector<HashCall>& calls) {
+  const std::vector<int64_t> trace = testing::isolated_result([&calls] {
+    TraceWriter out;
+    for (const HashCall& c : calls) {
+      std::vector<uint64_t> hashes;
+      const Caught caught = catching([&] {
+        if (c.prefix)
+          hashes = student::student_prefix_hashes(c.tokens, c.block_size);
+        else
+          hashes = {student::student_block_hash(c.parent, c.tokens.data(), int64_t(c.tokens.size()))};
+      });
+      out.push(caught);
+      if (caught) continue;
+      out.push(int64_t(hashes.size()));
+      for (size_t i = 0; i < hashes.size() && i < kMaxTracedEntries; ++i) out.push(int64_t(hashes[i]));
+    }
+    return std::move(out.values());
+  });
+  TraceReader in(trace);
+  std::vector<HashResult> results(calls.size());
+  for (HashResult& r : results) {
+    r.caught = in.caught();
+    if (r.caught) continue;
+    const int64_t n = in.next();
+    if (n < 0) throw MalformedTrace();
+    for (int64_t k = 0; k < n; ++k) r.hashes.push_back(size_t(k) < kMaxTracedEntries ? uint64_t(in.next()) : 0);
   }
+  if (!in.done()) throw MalformedTrace();
+  return results;
+}
+
+// run_hash_calls_once(); when the student code crashes, reruns the calls one child each to name
+// the call that crashed.
+std::vector<HashResult> run_hash_calls(const std::vector<HashCall>& calls) {
+  try {
+    return run_hash_calls_once(calls);
+  } catch (const testing::StudentCodeFailed& error) {
+    if (std::string(error.what()).find("CPU time") != std::string::npos) throw;
+    for (const HashCall& c : calls) {
+      try {
+        run_hash_calls_once({c});
+      } catch (const testing::StudentCodeFailed& crash) {
+        throw testing::StudentCodeFailed(c.str() + ": " + crash.what());
+      }
+    }
+    throw;
+  }
+}
+
+// The results of @p calls, or a failure saying why there are none (a stub, a crash).
+::testing::AssertionResult hash_results(const std::vector<HashCall>& calls, std::vector<HashResult>& results) {
+  try {
+    results = run_hash_calls(calls);
+  } catch (const std::exception& error) {
+    return ::testing::AssertionFailure() << error.what();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The student's student_block_hash for @p c (its result @p r) equals the contract's value.
+::testing::AssertionResult block_hash_matches(const HashCall& c, const HashResult& r) {
+  const uint64_t want = expected_block_hash(c.parent, c.tokens);
+  if (r.caught)
+    return ::testing::AssertionFailure() << c.str() << " threw " << str(r.caught.kind) << ": " << r.caught.message;
+  if (r.hashes.size() != 1) return ::testing::AssertionFailure() << c.str() << ": the sandbox sent back no value";
+  const uint64_t got = r.hashes[0];
+  if (got == want) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << c.str() << " = " << hex(got) << ", expected " << hex(want)
+                                       << diagnose_block_hash(got, c.parent, c.tokens);
+}
+
+// The student's student_prefix_hashes for @p c (its result @p r) equals the contract's chain,
+// hash by hash.
+::testing::AssertionResult prefix_hashes_match(const HashCall& c, const HashResult& r) {
+  const std::span<const int32_t> tokens = c.tokens;
+  const int64_t block_size = c.block_size;
+  const std::vector<uint64_t> want = expected_prefix_hashes(tokens, block_size);
+  const std::string call = c.str();
+  if (r.caught)
+    return ::testing::AssertionFailure() << call << " threw " << str(r.caught.kind) << ": " << r.caught.message;
+  const std::vector<uint64_t>& got = r.hashes;
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << call << " returned " << got.size() << " hashes, expected " << want.size()
                                          << " = " << tokens.size() << " / " << block_size << " (one per FULL block"
@@ -861,22 +1438,28 @@ std::vector<int32_t> random_tokens(Rng& rng, int64_t count) {
 }
 
 TEST(Ch06PrefixHash, BlockHashExactValues) {
-  // The contract's worked values, then random tokens (negative and large ids too) after random
-  // parents, counts 0 to 40.
+  // The contract's worked values, then fresh random tokens (negative and large ids too) after
+  // random parents, counts 0 to 40, against the FNV-1a computed here.
   ASSERT_EQ(fnv1a({'a'}), 0xaf63dc4c8601ec8cULL) << "the test's own FNV-1a is wrong (a test bug)";
   ASSERT_EQ(fnv1a({'f', 'o', 'o', 'b', 'a', 'r'}), 0x85944171f73967e8ULL) << "the test's own FNV-1a is wrong";
-  const std::vector<int32_t> worked{1, 2, 3};
-  ASSERT_EQ(expected_block_hash(student::kFirstBlockParentHash, worked), 0x731475a701ee4960ULL) << "test bug";
-  EXPECT_TRUE(block_hash_matches(student::kFirstBlockParentHash, worked)) << "(the worked value of ch06.h)";
-  if (::testing::Test::HasFailure()) return;
-  EXPECT_TRUE(block_hash_matches(student::kFirstBlockParentHash, {})) << "(count 0: the parent's bytes only)";
+  ASSERT_EQ(expected_block_hash(student::kFirstBlockParentHash, std::vector<int32_t>{1, 2, 3}), 0x731475a701ee4960ULL)
+      << "test bug";
+  ASSERT_EQ(expected_block_hash(student::kFirstBlockParentHash, {}), 0x0859c0f1287c5c20ULL) << "test bug";
   testing::SeededRng rng;
-  std::vector<std::pair<uint64_t, std::vector<int32_t>>> cases;
+  std::vector<HashCall> calls{block_hash_call(student::kFirstBlockParentHash, {1, 2, 3}),
+                              block_hash_call(student::kFirstBlockParentHash, {})};
   for (int i = 0; i < 200; ++i) {
     const uint64_t parent = i % 5 == 0 ? student::kFirstBlockParentHash : uint64_t(rng.engine()());
-    cases.push_back({parent, random_tokens(rng, rng.integer(0, 40))});
+    calls.push_back(block_hash_call(parent, random_tokens(rng, rng.integer(0, 40))));
   }
-  expect_all(cases, [](const auto& c) { return block_hash_matches(c.first, c.second); });
+  std::vector<HashResult> results;
+  if (const ::testing::AssertionResult ran = hash_results(calls, results); !ran) FAIL() << ran.message();
+  EXPECT_TRUE(block_hash_matches(calls[0], results[0])) << "(the worked value of ch06.h)";
+  if (::testing::Test::HasFailure()) return;
+  EXPECT_TRUE(block_hash_matches(calls[1], results[1])) << "(count 0: the parent's bytes only)";
+  std::vector<size_t> random(calls.size() - 2);
+  std::iota(random.begin(), random.end(), size_t(2));
+  expect_all(random, [&](size_t i) { return block_hash_matches(calls[i], results[i]); });
 }
 
 TEST(Ch06PrefixHash, ChainsThroughThePrefix) {
@@ -884,23 +1467,36 @@ TEST(Ch06PrefixHash, ChainsThroughThePrefix) {
   // same hashes before k and different ones from k on — even for later blocks whose own tokens
   // are equal; the same block after different parents gets different hashes.
   testing::SeededRng rng;
-  for (const int64_t block_size : {1, 3, 16}) {
-    const int64_t blocks = 5;
-    std::vector<int32_t> first = random_tokens(rng, blocks * block_size + block_size / 2);
-    EXPECT_TRUE(prefix_hashes_match(first, block_size));
-    if (::testing::Test::HasFailure()) return;
-    for (int64_t k = 0; k < blocks; ++k) {
+  constexpr int64_t kBlocks = 5;
+  const std::vector<int64_t> block_sizes{1, 3, 16, rng.integer(2, 24)};
+  std::vector<HashCall> calls;  // per block size: the first prompt, then kBlocks variants
+  for (const int64_t block_size : block_sizes) {
+    const std::vector<int32_t> first = random_tokens(rng, kBlocks * block_size + block_size / 2);
+    calls.push_back(prefix_hashes_call(first, block_size));
+    for (int64_t k = 0; k < kBlocks; ++k) {
       std::vector<int32_t> second = first;
       second[size_t(k * block_size + rng.integer(0, block_size - 1))] ^= 0x5a5a;  // block k differs, the rest is equal
-      std::vector<uint64_t> h1, h2;
-      try {
-        h1 = student::student_prefix_hashes(first, block_size);
-        h2 = student::student_prefix_hashes(second, block_size);
-      } catch (const std::exception& error) {
-        return ADD_FAILURE() << "student_prefix_hashes threw: " << error.what();
-      }
-      EXPECT_TRUE(prefix_hashes_match(second, block_size));
-      for (int64_t i = 0; i < blocks && i < int64_t(std::min(h1.size(), h2.size())); ++i) {
+      calls.push_back(prefix_hashes_call(second, block_size));
+    }
+  }
+  const uint64_t parent = rng.engine()();
+  calls.push_back(block_hash_call(parent, random_tokens(rng, 4)));
+  calls.push_back(block_hash_call(parent ^ 1, calls.back().tokens));
+  std::vector<HashResult> results;
+  if (const ::testing::AssertionResult ran = hash_results(calls, results); !ran) FAIL() << ran.message();
+
+  for (size_t s = 0; s < block_sizes.size(); ++s) {
+    const int64_t block_size = block_sizes[s];
+    const size_t base = s * (kBlocks + 1);
+    EXPECT_TRUE(prefix_hashes_match(calls[base], results[base]));
+    if (::testing::Test::HasFailure()) return;
+    const std::vector<uint64_t>& h1 = results[base].hashes;
+    for (int64_t k = 0; k < kBlocks; ++k) {
+      const HashResult& second = results[base + 1 + size_t(k)];
+      EXPECT_TRUE(prefix_hashes_match(calls[base + 1 + size_t(k)], second));
+      if (second.caught) return;
+      const std::vector<uint64_t>& h2 = second.hashes;
+      for (int64_t i = 0; i < kBlocks && i < int64_t(std::min(h1.size(), h2.size())); ++i) {
         if (i < k && h1[size_t(i)] != h2[size_t(i)])
           return ADD_FAILURE() << "block_size " << block_size << ": two prompts equal up to block " << k
                                << " must get the same hash for block " << i << ", got " << hex(h1[size_t(i)]) << " and "
@@ -913,14 +1509,14 @@ TEST(Ch06PrefixHash, ChainsThroughThePrefix) {
       }
     }
   }
-  const std::vector<int32_t> block = random_tokens(rng, 4);
-  try {
-    const uint64_t after_a = student::student_block_hash(0x1234, block.data(), 4);
-    const uint64_t after_b = student::student_block_hash(0x1235, block.data(), 4);
-    EXPECT_NE(after_a, after_b) << "the same block after parents 0x1234 and 0x1235 got the same hash " << hex(after_a)
-                                << ": the parent must be hashed";
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "student_block_hash threw: " << error.what();
+  const HashResult& after_a = results[results.size() - 2];
+  const HashResult& after_b = results.back();
+  EXPECT_TRUE(block_hash_matches(calls[calls.size() - 2], after_a));
+  EXPECT_TRUE(block_hash_matches(calls.back(), after_b));
+  if (!after_a.caught && !after_b.caught && after_a.hashes.size() == 1 && after_b.hashes.size() == 1) {
+    EXPECT_NE(after_a.hashes[0], after_b.hashes[0])
+        << "the same block after parents " << hex(parent) << " and " << hex(parent ^ 1) << " got the same hash "
+        << hex(after_a.hashes[0]) << ": the parent must be hashed";
   }
 }
 
@@ -928,22 +1524,22 @@ TEST(Ch06PrefixHash, HashesOnlyFullBlocks) {
   // tokens.size() / block_size hashes; a partial tail is ignored: adding tokens to it changes no
   // hash, and completing it adds exactly one.
   testing::SeededRng rng;
-  for (const int64_t block_size : {2, 5, 16}) {
+  std::vector<HashCall> calls;
+  for (const int64_t block_size : {int64_t(2), int64_t(5), int64_t(16), rng.integer(3, 24)}) {
     const std::vector<int32_t> full = random_tokens(rng, 3 * block_size);
-    std::vector<uint64_t> base;
-    try {
-      base = student::student_prefix_hashes(full, block_size);
-    } catch (const std::exception& error) {
-      return ADD_FAILURE() << "student_prefix_hashes threw: " << error.what();
-    }
-    EXPECT_TRUE(prefix_hashes_match(full, block_size));
+    calls.push_back(prefix_hashes_call(full, block_size));
     for (int64_t tail = 1; tail <= block_size; ++tail) {
       std::vector<int32_t> longer = full;
       const std::vector<int32_t> extra = random_tokens(rng, tail);
       longer.insert(longer.end(), extra.begin(), extra.end());
-      EXPECT_TRUE(prefix_hashes_match(longer, block_size));
-      if (::testing::Test::HasFailure()) return;
+      calls.push_back(prefix_hashes_call(longer, block_size));
     }
+  }
+  std::vector<HashResult> results;
+  if (const ::testing::AssertionResult ran = hash_results(calls, results); !ran) FAIL() << ran.message();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_TRUE(prefix_hashes_match(calls[i], results[i]));
+    if (::testing::Test::HasFailure()) return;
   }
 }
 
@@ -951,27 +1547,34 @@ TEST(Ch06PrefixHash, BlockSizeOneAndLargerThanThePrompt) {
   // block_size 1: one hash per token, chained; block_size equal to the prompt: one hash; larger:
   // none; no tokens: none. A block_size ≤ 0 is refused (std::invalid_argument).
   testing::SeededRng rng;
-  const std::vector<int32_t> worked{1, 2, 3, 4, 5};
-  EXPECT_TRUE(prefix_hashes_match(worked, 2)) << "(the worked value of ch06.h)";
-  if (::testing::Test::HasFailure()) return;
-  for (const int64_t n : {1, 2, 7, 33}) {
+  std::vector<HashCall> calls{prefix_hashes_call({1, 2, 3, 4, 5}, 2)};  // the worked value of ch06.h
+  for (const int64_t n : {int64_t(1), int64_t(2), int64_t(7), int64_t(33), rng.integer(3, 64)}) {
     const std::vector<int32_t> tokens = random_tokens(rng, n);
-    EXPECT_TRUE(prefix_hashes_match(tokens, 1));
-    EXPECT_TRUE(prefix_hashes_match(tokens, n));
-    EXPECT_TRUE(prefix_hashes_match(tokens, n + 1));
-    EXPECT_TRUE(prefix_hashes_match(tokens, 4 * n + 3));
+    for (const int64_t block_size : {int64_t(1), n, n + 1, 4 * n + 3})
+      calls.push_back(prefix_hashes_call(tokens, block_size));
+  }
+  calls.push_back(prefix_hashes_call({}, 4));
+  const size_t valid = calls.size();
+  const std::vector<int64_t> bad{0, -2, -rng.integer(3, 1000)};
+  for (const int64_t block_size : bad) calls.push_back(prefix_hashes_call(random_tokens(rng, 5), block_size));
+  std::vector<HashResult> results;
+  if (const ::testing::AssertionResult ran = hash_results(calls, results); !ran) FAIL() << ran.message();
+  ASSERT_EQ(expected_prefix_hashes(calls[0].tokens, 2),
+            (std::vector<uint64_t>{0xc03d78b723e3e363ULL, 0x1c7b49e274fceec4ULL}))
+      << "test bug";
+  EXPECT_TRUE(prefix_hashes_match(calls[0], results[0])) << "(the worked value of ch06.h)";
+  if (::testing::Test::HasFailure()) return;
+  for (size_t i = 1; i < valid; ++i) {
+    EXPECT_TRUE(prefix_hashes_match(calls[i], results[i]));
     if (::testing::Test::HasFailure()) return;
   }
-  EXPECT_TRUE(prefix_hashes_match({}, 4));
-  for (const int64_t bad : {0, -2}) {
-    try {
-      student::student_prefix_hashes(worked, bad);
-      ADD_FAILURE() << "student_prefix_hashes(…, block_size " << bad << ") did not throw std::invalid_argument";
-    } catch (const std::invalid_argument&) {
-    } catch (const std::exception& error) {
-      ADD_FAILURE() << "student_prefix_hashes(…, block_size " << bad << ") threw something other than "
-                    << "std::invalid_argument: " << error.what();
-    }
+  for (size_t i = valid; i < calls.size(); ++i) {
+    const Caught& caught = results[i].caught;
+    if (!caught)
+      ADD_FAILURE() << calls[i].str() << " did not throw std::invalid_argument";
+    else if (caught.kind != Thrown::invalid_argument)
+      ADD_FAILURE() << calls[i].str() << " threw " << str(caught.kind)
+                    << " instead of std::invalid_argument: " << caught.message;
   }
 }
 
@@ -1003,11 +1606,59 @@ Pool pool_of(const KvCache& cache) {
   return pool;
 }
 
-// sim::student::paged_decode_attention on @p pool, into @p out (poisoned first).
+// The grader's checks of how the call ran (not an exception of the student's code): it launched
+// no kernel, or broke the device-memory budget of ch06.h.
+class KernelCheckFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The device memory exercise 6.3 allows a call on @p pool (ch06.h, its budget): the device copies
+// of q, k_pool, v_pool, the block table and the lengths, and out — exactly what the given launcher
+// allocates.
+uint64_t device_budget(const Tensor<float>& q, const Pool& pool) {
+  return sizeof(float) * uint64_t(2 * q.size() + pool.k.size() + pool.v.size()) +
+         sizeof(int32_t) * uint64_t(pool.block_table.size() + pool.lengths.size());
+}
+
+// sim::student::paged_decode_attention on @p pool, into @p out (poisoned first), in the sandbox.
+// Throws KernelCheckFailed when the call launched no kernel, or held more device memory than the
+// budget (a gathered copy of the cache) or less than the two pools (the cache gathered on the host).
 void run_student(const Tensor<float>& q, const Pool& pool, Tensor<float>& out, int threads_per_block = 128) {
   out.poison();
-  sim::student::paged_decode_attention(q, pool.k, pool.v, pool.block_table, pool.max_blocks_per_seq, pool.lengths, out,
-                                       threads_per_block);
+  const testing::IsolatedRun run = testing::run_isolated(
+      [&] {
+        sim::student::paged_decode_attention(q, pool.k, pool.v, pool.block_table, pool.max_blocks_per_seq, pool.lengths,
+                                             out, threads_per_block);
+      },
+      {testing::output_bytes(out.span())});
+  if (run.launches == 0)
+    throw KernelCheckFailed(
+        "your function returned without launching a kernel — exercise 6.3 asks for a kernel: paged_decode_kernel, "
+        "launched with simt::launch (the given launcher does it), computes out on the device");
+  const uint64_t budget = device_budget(q, pool);
+  const uint64_t pools = sizeof(float) * uint64_t(pool.k.size() + pool.v.size());
+  const auto sizes = [&] {
+    return "q " + std::to_string(4 * q.size()) + " + k_pool " + std::to_string(4 * pool.k.size()) + " + v_pool " +
+           std::to_string(4 * pool.v.size()) + " + block table " + std::to_string(4 * pool.block_table.size()) +
+           " + lengths " + std::to_string(4 * pool.lengths.size()) + " + out " + std::to_string(4 * q.size()) + " = " +
+           std::to_string(budget) + " bytes";
+  };
+  if (run.device_bytes_peak > budget)
+    throw KernelCheckFailed(
+        "your call held " + std::to_string(run.device_bytes_peak) +
+        " bytes of device memory at its peak, over the budget of exercise 6.3 (ch06.h): the device copies of q, the "
+        "two pools, the block table and the lengths, and out — " +
+        sizes() +
+        ". The kernel reads each K and V row where the block table puts it in the pools: no gathered contiguous "
+        "copy of the cache, no scratch buffer");
+  if (run.device_bytes_peak < pools)
+    throw KernelCheckFailed(
+        "your call held only " + std::to_string(run.device_bytes_peak) +
+        " bytes of device memory at its peak, less than the two pools alone (" + std::to_string(pools) +
+        " bytes): exercise 6.3's kernel reads K and V from the pools on the device, through the block table (the "
+        "budget of ch06.h: " +
+        sizes() + ") — not from rows gathered on the host");
 }
 
 // The student's kernel as a DecodeFn over a paged KvCache.
@@ -1167,6 +1818,8 @@ double max_abs_logit(const Tensor<float>& q, const Pool& p) {
   Tensor<float> out(q.shape());
   try {
     run_student(q, pool, out, threads_per_block);
+  } catch (const KernelCheckFailed& error) {
+    return ::testing::AssertionFailure() << name << ": " << error.what();
   } catch (const std::exception& error) {
     return ::testing::AssertionFailure() << name << ": paged_decode_attention threw: " << error.what();
   }
@@ -1256,6 +1909,44 @@ PoolCase scattered_case(const std::vector<int32_t>& lengths, int64_t block_size,
   return c;
 }
 
+// A fresh random family of sequences: each takes its blocks in scattered order from a pool with
+// spare (poisoned) blocks, or forks an earlier one — sharing a random number of its first blocks —
+// and owns the rest; rows past the last block padded with −1.
+PoolCase random_shared_case(Rng& rng) {
+  PoolCase c;
+  c.block_size = rng.integer(1, 8);
+  c.num_kv_heads = rng.integer(1, 2);
+  c.num_heads = c.num_kv_heads * std::vector<int64_t>{1, 2, 4}[size_t(rng.integer(0, 2))];
+  c.head_dim = std::vector<int64_t>{33, 64, 80}[size_t(rng.integer(0, 2))];
+  const int64_t batch = rng.integer(2, 5);
+  std::vector<std::vector<int32_t>> shared_from(static_cast<size_t>(batch));  // blocks taken from an earlier sequence
+  std::vector<int64_t> own(static_cast<size_t>(batch));                       // how many blocks of its own
+  int64_t fresh = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int32_t L = int32_t(rng.integer(1, 40));
+    const int64_t blocks = (L + c.block_size - 1) / c.block_size;
+    c.lengths.push_back(L);
+    if (b > 0 && rng.integer(0, 2) > 0) {
+      const size_t parent = size_t(rng.integer(0, b - 1));
+      const int64_t shared = std::min<int64_t>(blocks, rng.integer(1, int64_t(c.tables[parent].size())));
+      shared_from[size_t(b)].assign(c.tables[parent].begin(), c.tables[parent].begin() + shared);
+    }
+    own[size_t(b)] = blocks - int64_t(shared_from[size_t(b)].size());
+    // Placeholders for the blocks of its own (numbered once the pool's size is known).
+    c.tables.push_back(shared_from[size_t(b)]);
+    for (int64_t i = 0; i < own[size_t(b)]; ++i) c.tables.back().push_back(int32_t(-2 - fresh++));
+  }
+  c.num_blocks = fresh + rng.integer(1, 4);  // spare blocks, poisoned
+  const std::vector<int32_t> order = scattered_block_order(c.num_blocks, rng.engine()());
+  for (auto& row : c.tables)
+    for (int32_t& entry : row)
+      if (entry <= -2) entry = order[size_t(-2 - entry)];
+  size_t longest = 0;
+  for (const auto& row : c.tables) longest = std::max(longest, row.size());
+  c.tables[size_t(rng.integer(0, batch - 1))].resize(longest + size_t(rng.integer(1, 8)), -1);  // −1 past the end
+  return c;
+}
+
 TEST(Ch06PagedDecode, GenerationThroughTheBlockTable) {
   // Prefill, then append (the CPU append, through the block table) and decode with your kernel
   // token after token: every step equals row t of the causal prefill. Blocks of 1, 2, 7 and 16
@@ -1275,8 +1966,12 @@ TEST(Ch06PagedDecode, GenerationThroughTheBlockTable) {
     const ::testing::AssertionResult result =
         testing::decode_steps_match_prefill(student_decode(), KvDtype::fp32, cpu_append, c);
     if (result) return result;
+    const std::string message = result.message();
+    if (message.find("exercise 6.3 asks for a kernel") != std::string::npos ||
+        message.find("bytes of device memory at its peak") != std::string::npos)
+      return result;  // how the call ran, not what it computed
     return ::testing::AssertionFailure()
-           << result.message() << "\n  (a paged cache of " << c.block_size << "-token blocks handed out in scattered "
+           << message << "\n  (a paged cache of " << c.block_size << "-token blocks handed out in scattered "
            << "order: token j of KV head g of sequence b is row (block_table[b · max_blocks_per_seq + j / block_size] "
               "· "
            << "num_kv_heads + g) · block_size + j % block_size of the pool; NaN comes from a row that holds no token "
@@ -1305,6 +2000,8 @@ TEST(Ch06PagedDecode, ScatteredBlocksEqualTheOracle) {
     Tensor<float> out(q.shape());
     try {
       run_student(q, pool, out);
+    } catch (const KernelCheckFailed& error) {
+      return ::testing::AssertionFailure() << name << ": " << error.what();
     } catch (const std::exception& error) {
       return ::testing::AssertionFailure() << name << ": paged_decode_attention threw: " << error.what();
     }
@@ -1349,6 +2046,8 @@ TEST(Ch06PagedDecode, SharedBlocksAndUnmappedEntries) {
   reversed.num_kv_heads = 1;
   reversed.head_dim = 33;
   cases.push_back(reversed);
+  cases.push_back(random_shared_case(rng));
+  cases.push_back(random_shared_case(rng));
   for (size_t i = 0; i < cases.size(); ++i) cases[i].seed = rng.seed() + i;
   expect_all(cases, pool_case_matches);
 }
