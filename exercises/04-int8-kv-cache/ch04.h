@@ -63,8 +63,12 @@
 ///
 /// Never read a row at or past length (its scale is NaN). Budget per block: head_dim bytes of
 /// each of the L keys (once per warp that owns the key) and one K scale per key; L bytes of V
-/// and L V scales per output dimension; no writes besides the return values. Accumulate in
-/// fp32 — the grader accepts fp32 rounding against the float64 decode of the dequantized cache.
+/// and L V scales per output dimension; no writes besides the return values. Device memory per
+/// call: the given launcher's uploads (q, the int8 caches, their scales, the lengths) and out —
+/// no more (no dequantized fp32 copy of the cache) and no less (the kernel reads the cache on the
+/// device); the grader checks that each call launches a kernel and that its device-memory peak
+/// is this sum. Accumulate in fp32 — the grader accepts fp32 rounding against the float64
+/// decode of the dequantized cache.
 /// Size hint: roughly 6 lines each.
 
 #include <cstdint>
