@@ -94,7 +94,10 @@
 /// Budget per block: head_dim loads of q and head_dim stores of out per row; each element of
 /// the K and V tiles visited loaded from global memory once per block (not once per thread:
 /// that is what the tiles buy); no global scratch at all (the scores live in registers) and
-/// 32 KiB of shared memory. Size hint: roughly 40 lines.
+/// 32 KiB of shared memory. Device memory per call: the given launcher's q, k, v and out, no more
+/// (no L×L scores) and no less (the kernel reads its inputs on the device); the grader checks
+/// that each call launches a kernel and that its device-memory peak is this sum. Size hint:
+/// roughly 40 lines.
 ///
 /// ## Exercise 5.3 — the split-KV reduce (split_kv_reduce.cu)
 ///
@@ -122,8 +125,10 @@
 ///      (c = t, t + 64, …) and write out[b][h][c] = Σ_s w_s·o_s[c] / Σ_s w_s, skipping every
 ///      slice whose weight is 0 (0·NaN is NaN).
 /// Budget per block: num_splits loads of partial_max per thread, each partial_sum once, each
-/// element of a non-empty slice's partial output once, head_dim stores. Size hint: roughly 15
-/// lines.
+/// element of a non-empty slice's partial output once, head_dim stores. Device memory per call:
+/// the given launcher's four buffers (partial_out, partial_max, partial_sum, out) and no scratch;
+/// the grader checks that each call launches a kernel and that its device-memory peak is this
+/// sum. Size hint: roughly 15 lines.
 
 #include <cstdint>
 #include <limits>

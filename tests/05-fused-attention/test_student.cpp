@@ -1,7 +1,14 @@
 // Chapter 05 exercises, graded: the student's online-softmax update (CPU) and kernels (run by
 // the SIMT emulator) against the float64 oracles of chapters 02 and 03, on fresh random inputs
 // and odd shapes, with outputs poisoned and the kernels run under several thread schedules.
-// The three exercises are graded separately. Each TEST is one grading unit.
+// Every kernel call must launch a kernel and keep its device memory within the budget of
+// ch05.h (no L×L score buffer for 5.2, no scratch for 5.3). The three exercises are graded
+// separately. Each TEST is one grading unit.
+//
+// Every call into the student's library runs in a sandboxed child process
+// (tests/support/isolation.h): this process draws the inputs (the scores, the blocks, the
+// partial states), computes the oracle and decides; the student's code only ever returns
+// outputs — for 5.1, the final state of every row, or the state after every block.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,6 +27,7 @@
 #include "kernels/kv/kv_cache.h"
 #include "tests/support/attention_check.h"
 #include "tests/support/expect_all.h"
+#include "tests/support/isolation.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
 
@@ -27,6 +36,10 @@ namespace {
 
 using testing::AttentionCase;
 using testing::expect_all;
+using testing::isolated_result;
+using testing::IsolatedRun;
+using testing::output_bytes;
+using testing::run_isolated;
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
@@ -71,33 +84,70 @@ std::vector<std::pair<int64_t, int64_t>> blocks_of(const UpdateCase& c, int64_t 
   return blocks;
 }
 
+// student::online_softmax_update(@p state, @p scores, @p values), for code running in the
+// sandbox: an exception other than NotImplemented comes back naming @p what (which block).
+void update_naming(student::OnlineSoftmaxState& state, std::span<const float> scores, std::span<const float> values,
+                   const std::string& what) {
+  try {
+    student::online_softmax_update(state, scores, values);
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw std::runtime_error(what + ": " + error.what());
+  }
+}
+
 // Attention computed row by row with the student's update: for query i of head h, the scaled
 // scores (−∞ above the diagonal when causal) are fed block by block with their V rows, and
-// out = acc / l. The blocks are drawn afresh for every row.
+// out = acc / l. The scores and the blocks (drawn afresh for every row) are made here; every
+// row's updates then run in one sandboxed call, which sends back each row's final (m, l, acc).
 AttentionFn attention_by_updates(const UpdateCase& c, Rng& rng) {
   return [&c, &rng](const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
                     Tensor<float>& out) {
     const AttentionShape s = attention_shape(q, k, v, causal);
-    const int64_t L = s.seq_len, d = s.head_dim;
+    const int64_t H = s.num_heads, L = s.seq_len, d = s.head_dim;
     const double scale = 1.0 / std::sqrt(double(d));
-    std::vector<float> scores(static_cast<size_t>(L));
-    for (int64_t h = 0; h < s.num_heads; ++h) {
+    std::vector<float> scores(static_cast<size_t>(H * L * L));  // [h][i][j]
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> blocks(static_cast<size_t>(H * L));  // of row (h, i)
+    for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / s.group_size();
-      const std::span<const float> values = v.span().subspan(size_t(g * L * d), size_t(L * d));
       for (int64_t i = 0; i < L; ++i) {
         for (int64_t j = 0; j < L; ++j) {
           double dot = 0.0;
           for (int64_t x = 0; x < d; ++x) dot += double(q[(h * L + i) * d + x]) * double(k[(g * L + j) * d + x]);
-          scores[size_t(j)] = causal && j > i ? kMasked : float(dot * scale);
+          scores[size_t((h * L + i) * L + j)] = causal && j > i ? kMasked : float(dot * scale);
         }
-        student::OnlineSoftmaxState state(d);
-        for (const auto& [start, end] : blocks_of(c, L, rng)) {
-          student::online_softmax_update(state,
-                                         std::span<const float>(scores).subspan(size_t(start), size_t(end - start)),
-                                         values.subspan(size_t(start * d), size_t((end - start) * d)));
-        }
-        for (int64_t x = 0; x < d; ++x) out[(h * L + i) * d + x] = float(double(state.acc[size_t(x)]) / state.sum);
+        blocks[size_t(h * L + i)] = blocks_of(c, L, rng);
       }
+    }
+    // The final state of every row: m, l, then acc[d].
+    std::vector<float> states(static_cast<size_t>(H * L * (d + 2)), std::numeric_limits<float>::quiet_NaN());
+    run_isolated([&] {
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / s.group_size();
+        const std::span<const float> values = v.span().subspan(size_t(g * L * d), size_t(L * d));
+        for (int64_t i = 0; i < L; ++i) {
+          const std::span<const float> row(scores.data() + (h * L + i) * L, size_t(L));
+          student::OnlineSoftmaxState state(d);
+          for (const auto& [start, end] : blocks[size_t(h * L + i)]) {
+            update_naming(state, row.subspan(size_t(start), size_t(end - start)),
+                          values.subspan(size_t(start * d), size_t((end - start) * d)),
+                          "head " + std::to_string(h) + ", row " + std::to_string(i) + ", keys [" +
+                              std::to_string(start) + ", " + std::to_string(end) + ")");
+          }
+          if (state.acc.size() != size_t(d))
+            throw std::runtime_error("online_softmax_update changed the size of state.acc from " + std::to_string(d) +
+                                     " to " + std::to_string(state.acc.size()));
+          float* out_state = states.data() + (h * L + i) * (d + 2);
+          out_state[0] = state.max;
+          out_state[1] = state.sum;
+          std::copy(state.acc.begin(), state.acc.end(), out_state + 2);
+        }
+      }
+    }, {output_bytes(std::span<float>(states))});
+    for (int64_t r = 0; r < H * L; ++r) {
+      const float* state = states.data() + r * (d + 2);
+      for (int64_t x = 0; x < d; ++x) out[r * d + x] = float(double(state[2 + x]) / state[1]);
     }
   };
 }
@@ -162,58 +212,153 @@ TEST(Ch05Update, ExtremeLogits) {
 
 TEST(Ch05Update, StateHoldsTheMaxAndTheSum) {
   // After every block, m is exactly the largest score seen so far and l = Σ exp(s_j − m) over
-  // them: split-KV decode exports this state, so its meaning is part of the contract.
+  // them: split-KV decode exports this state, so its meaning is part of the contract. The
+  // student's state after every block comes back as a trace, compared here block by block.
   testing::SeededRng rng;
-  for (const int64_t head_dim : {1, 64, 96}) {
-    const int64_t L = 61;
+  for (const int64_t head_dim : {int64_t(1), int64_t(64), int64_t(96), rng.integer(2, 128)}) {
+    const int64_t L = rng.integer(30, 90);
     const Tensor<float> scores = rng.normal_tensor({L}, 0.0f, 30.0f);
     const Tensor<float> values = rng.normal_tensor({L, head_dim});
     double max_abs_logit = 0.0;
     for (float s : scores.span()) max_abs_logit = std::max(max_abs_logit, std::abs(double(s)));
-    student::OnlineSoftmaxState state(head_dim);
-    double seen_max = -std::numeric_limits<double>::infinity();
+    std::vector<std::pair<int64_t, int64_t>> blocks;  // drawn here, before the student's code runs
     for (int64_t start = 0; start < L;) {
       const int64_t end = std::min(L, start + rng.integer(1, 9));
-      student::online_softmax_update(state, scores.span().subspan(size_t(start), size_t(end - start)),
-                                     values.span().subspan(size_t(start * head_dim), size_t((end - start) * head_dim)));
+      blocks.push_back({start, end});
+      start = end;
+    }
+    const std::vector<float> trace = isolated_result([&] {
+      std::vector<float> t;  // (m, l) after each block
+      student::OnlineSoftmaxState state(head_dim);
+      for (const auto& [start, end] : blocks) {
+        update_naming(state, scores.span().subspan(size_t(start), size_t(end - start)),
+                      values.span().subspan(size_t(start * head_dim), size_t((end - start) * head_dim)),
+                      "the update of keys [" + std::to_string(start) + ", " + std::to_string(end) + ")");
+        t.push_back(state.max);
+        t.push_back(state.sum);
+      }
+      return t;
+    });
+    ASSERT_EQ(trace.size(), 2 * blocks.size()) << "the trace of " << blocks.size() << " updates";
+    double seen_max = -std::numeric_limits<double>::infinity();
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const auto [start, end] = blocks[b];
       for (int64_t j = start; j < end; ++j) seen_max = std::max(seen_max, double(scores[j]));
-      ASSERT_EQ(state.max, float(seen_max)) << "state.max after keys [0, " << end << ")";
+      const float got_max = trace[2 * b], got_sum = trace[2 * b + 1];
+      ASSERT_EQ(got_max, float(seen_max)) << "head_dim " << head_dim << ", L " << L << ": state.max after block " << b
+                                          << " (keys [0, " << end << ")) must be the largest score seen, "
+                                          << float(seen_max);
       double sum = 0.0;
       for (int64_t j = 0; j < end; ++j) sum += std::exp(double(scores[j]) - seen_max);
-      const Comparison c = compare_to_oracle(std::span<const float>(&state.sum, 1), std::span<const double>(&sum, 1),
+      const Comparison c = compare_to_oracle(std::span<const float>(&got_sum, 1), std::span<const double>(&sum, 1),
                                              attention_tolerance(Precision::fp32, max_abs_logit));
-      ASSERT_TRUE(c.ok) << "state.sum after keys [0, " << end << "): " << c.report();
-      start = end;
+      ASSERT_TRUE(c.ok) << "head_dim " << head_dim << ", L " << L << ": state.sum after block " << b << " (keys [0, "
+                        << end << ")) must be Σ exp(s_j − m) = " << sum << ": " << c.report();
     }
   }
 }
 
 TEST(Ch05Update, MaskedOrEmptyBlockBeforeAnyScoreChangesNothing) {
-  // From the initial state, an empty block and a wholly masked block leave m = −∞, l = 0 and
-  // acc = 0 (exp(−∞ − (−∞)) is NaN); a first finite block then starts the row.
+  // From the initial state, empty blocks and wholly masked blocks leave m = −∞, l = 0 and
+  // acc = 0 (exp(−∞ − (−∞)) is NaN); a first block with one finite score then starts the row:
+  // m = that score, l = 1, acc = its value row. Worked by hand (head_dim 33, one empty and one
+  // masked block of 3, the finite score in the middle of 3), then fresh random variants.
   testing::SeededRng rng;
-  const int64_t head_dim = 33;
-  student::OnlineSoftmaxState state(head_dim);
-  student::online_softmax_update(state, {}, {});
-  const std::vector<float> masked(3, kMasked);
-  const Tensor<float> values = rng.normal_tensor({3, head_dim});
-  student::online_softmax_update(state, masked, values.span());
-  EXPECT_EQ(state.max, kMasked);
-  EXPECT_EQ(state.sum, 0.0f);
-  for (float a : state.acc) ASSERT_EQ(a, 0.0f) << "acc changed by a masked block";
+  for (int trial = 0; trial < 4; ++trial) {
+    const bool by_hand = trial == 0;
+    const int64_t head_dim = by_hand ? 33 : rng.integer(1, 128);
+    const int64_t before = by_hand ? 2 : rng.integer(1, 4);          // empty or masked blocks first
+    const int64_t n = by_hand ? 3 : rng.integer(1, 9);               // keys of the first finite block
+    const int64_t at = by_hand ? 1 : rng.integer(0, n - 1);          // its one finite score
+    std::vector<std::vector<float>> masked_blocks;                   // drawn here
+    for (int64_t b = 0; b < before; ++b)
+      masked_blocks.push_back(std::vector<float>(size_t(by_hand ? (b == 0 ? 0 : 3) : rng.integer(0, 5)), kMasked));
+    const int64_t rows = std::max<int64_t>(n, 5);
+    const Tensor<float> values = rng.normal_tensor({rows, head_dim});
+    std::vector<float> first(size_t(n), kMasked);
+    first[size_t(at)] = rng.normal(0.0f, 3.0f);
+    std::ostringstream what;
+    what << "head_dim " << head_dim << ", blocks of";
+    for (const auto& m : masked_blocks) what << " " << m.size() << (m.empty() ? " (empty)" : " masked");
+    what << ", then " << n << " keys whose only finite score s[" << at << "] = " << first[size_t(at)];
 
-  const std::vector<float> first = {kMasked, rng.normal(0.0f, 3.0f), kMasked};
-  student::online_softmax_update(state, first, values.span());
-  EXPECT_EQ(state.max, first[1]);
-  EXPECT_EQ(state.sum, 1.0f);  // exp(s − m) = exp(0) for the block's only visible key
-  for (int64_t c = 0; c < head_dim; ++c) ASSERT_EQ(state.acc[size_t(c)], values[head_dim + c]) << "acc[" << c << "]";
+    // The trace: (m, l, acc[head_dim]) after the masked blocks, then after the first finite block.
+    const std::vector<float> trace = isolated_result([&] {
+      std::vector<float> t;
+      student::OnlineSoftmaxState state(head_dim);
+      const auto record = [&] {
+        t.push_back(state.max);
+        t.push_back(state.sum);
+        t.insert(t.end(), state.acc.begin(), state.acc.end());
+      };
+      for (size_t b = 0; b < masked_blocks.size(); ++b)
+        update_naming(state, masked_blocks[b], values.span().subspan(0, masked_blocks[b].size() * size_t(head_dim)),
+                      "the update with masked block " + std::to_string(b));
+      record();
+      update_naming(state, first, values.span().subspan(0, size_t(n * head_dim)), "the first finite block");
+      record();
+      return t;
+    });
+    const size_t per_state = size_t(head_dim) + 2;
+    ASSERT_EQ(trace.size(), 2 * per_state) << what.str() << ": state.acc must keep head_dim elements";
+    EXPECT_EQ(trace[0], kMasked) << what.str() << ": m after the masked blocks";
+    EXPECT_EQ(trace[1], 0.0f) << what.str() << ": l after the masked blocks";
+    for (int64_t c = 0; c < head_dim; ++c)
+      ASSERT_EQ(trace[2 + size_t(c)], 0.0f) << what.str() << ": acc[" << c << "] changed by a masked or empty block";
+    const float* after = trace.data() + per_state;
+    EXPECT_EQ(after[0], first[size_t(at)]) << what.str() << ": m after the first finite block";
+    EXPECT_EQ(after[1], 1.0f) << what.str() << ": l = exp(s − m) = exp(0) for the block's only visible key";
+    for (int64_t c = 0; c < head_dim; ++c)
+      ASSERT_EQ(after[2 + c], values[at * head_dim + c])
+          << what.str() << ": acc[" << c << "] must be V[" << at << "][" << c << "]";
+    if (HasFailure()) return;  // one failing trial says enough
+  }
 }
 
 // ---- 5.2 flash_attention: the fused kernel on the sim backend ----
 
+// Throws (with the reason) when an isolated call of exercise @p exercise launched no kernel, or
+// when its device-memory peak is not exactly what its launcher's buffers (@p buffers, described
+// by @p named) take: more is scratch the budget of ch05.h forbids, less means the kernel does
+// not read its inputs from device memory.
+void check_kernel_call(const IsolatedRun& run, const std::string& exercise, const std::string& function,
+                       const std::string& shape, uint64_t buffers, const std::string& named,
+                       const std::string& budget, const std::string& example) {
+  if (run.launches == 0)
+    throw std::runtime_error("no kernel launched: your " + function + " returned without launching a kernel — exercise " +
+                             exercise + " asks for a kernel [" + shape + "]");
+  if (run.device_bytes_peak > buffers)
+    throw std::runtime_error("exercise " + exercise + "'s budget (ch05.h): " + budget + " — device memory for " +
+                             named + " only, " + std::to_string(buffers) + " bytes for " + shape +
+                             "; the call's device-memory peak was " + std::to_string(run.device_bytes_peak) +
+                             " bytes" + example);
+  if (run.device_bytes_peak < buffers)
+    throw std::runtime_error("exercise " + exercise + ": the kernel reads its inputs from device memory and writes its "
+                             "output there (" + named + ": " + std::to_string(buffers) + " bytes for " + shape +
+                             "), but the call held only " + std::to_string(run.device_bytes_peak) +
+                             " bytes of device memory at its peak: keep the given launcher's buffers");
+}
+
+// sim::student::flash_attention in the sandbox, as an AttentionFn for the shared checks; throws
+// (and the check reports it for the shape) when it launched no kernel or held more device memory
+// than q, k, v and out.
+void isolated_flash(const Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v, bool causal,
+                    Tensor<float>& out) {
+  const IsolatedRun run =
+      run_isolated([&] { sim::student::flash_attention(q, k, v, causal, out); }, {output_bytes(out.span())});
+  const uint64_t L = uint64_t(q.dim(1)), H = uint64_t(q.dim(0));
+  std::ostringstream shape;
+  shape << "q " << to_string(q.shape()) << ", k " << to_string(k.shape()) << (causal ? ", causal" : "");
+  check_kernel_call(run, "5.2", "flash_attention", shape.str(),
+                    uint64_t(q.size() + k.size() + v.size() + out.size()) * sizeof(float), "q, k, v and out",
+                    "no global scratch at all (the scores live in registers)",
+                    " (the L×L scores of every head alone would take " + std::to_string(H * L * L * sizeof(float)) +
+                        " bytes)");
+}
+
 void expect_flash(const std::vector<AttentionCase>& cases) {
   expect_all(cases, [](const AttentionCase& c) {
-    return testing::attention_matches_oracle(sim::student::flash_attention, Precision::fp32, c);
+    return testing::attention_matches_oracle(isolated_flash, Precision::fp32, c);
   });
 }
 
@@ -259,7 +404,7 @@ TEST(Ch05Flash, SameOutputUnderEverySchedule) {
   // __syncthreads() around the shared tiles makes the result depend on the order.
   expect_all(
       std::vector<AttentionCase>{{2, 1, 97, 64, true}, {2, 2, 70, 80, false}, {1, 1, 33, 128, true}},
-      [](const AttentionCase& c) { return testing::attention_same_under_schedules(sim::student::flash_attention, c); });
+      [](const AttentionCase& c) { return testing::attention_same_under_schedules(isolated_flash, c); });
 }
 
 // ---- 5.3 split_kv_reduce: the partial states of the KV slices merged ----
@@ -339,8 +484,20 @@ Partials split_partials(const Tensor<float>& q, const KvCache& cache, const Redu
   return p;
 }
 
-// Runs the student's reduce under every schedule (output poisoned each time) and compares
-// with the float64 decode oracle over the whole context.
+// sim::student::split_kv_reduce in the sandbox; throws (and the schedule check reports it) when
+// it launched no kernel or held device memory beyond its four buffers.
+void isolated_reduce(const Tensor<float>& partial_out, const Tensor<float>& partial_max, const Tensor<float>& partial_sum,
+                     Tensor<float>& out) {
+  const IsolatedRun run =
+      run_isolated([&] { sim::student::split_kv_reduce(partial_out, partial_max, partial_sum, out); },
+                   {output_bytes(out.span())});
+  check_kernel_call(run, "5.3", "split_kv_reduce", "partial_out " + to_string(partial_out.shape()),
+                    uint64_t(partial_out.size() + partial_max.size() + partial_sum.size() + out.size()) * sizeof(float),
+                    "partial_out, partial_max, partial_sum and out", "no scratch beyond the launcher's buffers", "");
+}
+
+// Runs the student's reduce under every schedule (output poisoned each time, each run in the
+// sandbox) and compares with the float64 decode oracle over the whole context.
 ::testing::AssertionResult reduce_matches_decode(const ReduceCase& c) {
   testing::SeededRng rng;
   const int64_t batch = int64_t(c.lengths.size());
@@ -355,7 +512,7 @@ Partials split_partials(const Tensor<float>& q, const KvCache& cache, const Redu
 
   Tensor<float> out;
   const ::testing::AssertionResult same = testing::host_same_under_schedules(
-      [&](Tensor<float>& o) { sim::student::split_kv_reduce(p.out, p.max, p.sum, o); }, q.shape(), &out);
+      [&](Tensor<float>& o) { isolated_reduce(p.out, p.max, p.sum, o); }, q.shape(), &out);
   if (!same)
     return ::testing::AssertionFailure() << c.name() << ": " << same.message() << " (seed " << rng.seed() << ")";
   const Comparison comparison =
