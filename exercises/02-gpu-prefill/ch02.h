@@ -9,7 +9,10 @@
 /// found, for a real GPU (inferlab::cuda::student). The launchers hold the device memory in
 /// DeviceBuffer objects — an output buffer starts poisoned (every byte 0xFF, NaN) —, check
 /// every CUDA call with check_cuda and size the grid with blocks_for, all three from
-/// common/simt/device_buffer.h.
+/// common/simt/device_buffer.h. Device memory per call, for every exercise: at most the given
+/// launcher's buffers (the inputs and the output), at least the inputs (your kernel reads them on
+/// the device); the grader checks that each call launches a kernel and that its device-memory
+/// peak lies between the two.
 ///
 /// Graded by tests/02-gpu-prefill/test_student.cpp on the sim backend: fresh random inputs, odd
 /// shapes, a float64 oracle, outputs poisoned with NaN (an element you forget to write fails),
