@@ -22,11 +22,13 @@
 /// Graded by tests/03-kv-cache-decode/test_student.cpp on the sim backend: fresh random
 /// inputs, odd shapes (ragged batches, lengths 1, 2, 31, 33 …, head_dim 7 … 128, GQA ratios
 /// 1/2/4/8), a float64 oracle, outputs poisoned with NaN, every byte of the cache compared after
-/// an append, and launches run under several thread schedules (forward, reverse, shuffled). Run
-/// them on your code with `cmake --preset exercises && cmake --build --preset exercises && ctest
-/// --preset exercises -L ch03 -L student` or `./inferlab grade` (the default preset builds
-/// solutions/ instead). The two exercises are graded separately: the decode tests append with
-/// the lab's CPU append, and the append tests decode with the lab's CPU decode.
+/// an append, and launches run under several thread schedules (forward, reverse, shuffled). Each
+/// call runs in a sandboxed child process and must launch your kernel (an append that is refused
+/// launches none). Run them on your code with `cmake --preset exercises && cmake --build
+/// --preset exercises && ctest --preset exercises -L ch03 -L student` or `./inferlab grade` (the
+/// default preset builds solutions/ instead). The two exercises are graded separately: the
+/// decode tests append with the lab's CPU append, and the append tests decode with the lab's CPU
+/// decode.
 ///
 /// Each stub's launcher throws `NotImplemented(...)` after its checks: delete that line once
 /// your kernel is written.
@@ -77,6 +79,11 @@
 /// Budget per block: head_dim loads of q, L·head_dim loads of K and L·head_dim of V (each
 /// cached element read exactly once per query head), lengths[b] once per thread, head_dim
 /// stores; shared memory as given plus one float per warp for the reductions. No atomics.
+/// Device memory per call: the given launcher's q, out, both caches and the lengths, 4·(2·batch·
+/// num_heads·head_dim + 2·batch·num_kv_heads·max_seq_len·head_dim + batch) bytes — no more (the
+/// scores live in shared memory, never in a global buffer) and no less than the two caches (the
+/// kernel reads them on the device); the grader checks that each call launches a kernel and that
+/// its device-memory peak lies between the two.
 /// Size hint: roughly 45 lines (a warp-sum and a block-reduce helper of about 10 lines each,
 /// the kernel about 25).
 
