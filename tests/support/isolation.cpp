@@ -11,6 +11,8 @@
 #include <string_view>
 #include <typeinfo>
 
+#include <cxxabi.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -170,6 +172,15 @@ constexpr bool kSandboxed = false;
 void install_filter(int) {}
 #endif
 
+// "std::invalid_argument", not "St16invalid_argument".
+std::string type_name(const std::type_info& type) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string name = status == 0 && readable != nullptr ? readable : type.name();
+  std::free(readable);
+  return name;
+}
+
 // The child: sandbox, run, send, _exit. Never returns.
 [[noreturn]] void child_main(int pipe_fd, const std::function<std::vector<std::byte>()>& call) {
   // Die with the parent (a test killed by its timeout must not leave the student's loop running),
@@ -197,7 +208,7 @@ void install_filter(int) {}
     message = e.what();
   } catch (const std::exception& e) {
     header.kind = Kind::exception;
-    message = std::string(typeid(e).name()) + '\n' + e.what();
+    message = type_name(typeid(e)) + '\n' + e.what();
   } catch (...) {
     header.kind = Kind::exception;
     message = "?\na non-standard exception";
