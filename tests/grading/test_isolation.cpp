@@ -138,6 +138,10 @@ TEST(Isolation, LaunchesAndDeviceMemoryAreCounted) {
   ASSERT_EQ(out.size(), 1000u);
   EXPECT_EQ(out[999], 3.0f);
   EXPECT_EQ(run.launches, 2u);
+  // A failure report names the child's kernel even though it did not run in this process.
+  EXPECT_FALSE(testing::last_launch().kernel.empty());
+  EXPECT_NE(testing::last_launch().launched_at.find("test_isolation.cpp"), std::string::npos);
+  EXPECT_EQ(testing::last_launch().grid.x, 8u);
   EXPECT_GE(run.device_bytes_peak, 4000u);
   EXPECT_LT(run.device_bytes_peak, 8192u);
   const auto host_only = [] { return 1; };

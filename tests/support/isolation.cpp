@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string_view>
 #include <typeinfo>
 
@@ -34,11 +35,16 @@ namespace {
 
 bool g_grading = false;
 bool g_no_isolation = false;
+// The last launch an isolated child reported, and this process's launch count when it did.
+simt::LaunchRecord g_child_launch;
+uint64_t g_child_launch_at = 0;
+bool g_child_launched = false;
 
 // ---- the wire: what the child sends back ------------------------------------------------------
 //
-//   header  { magic, kind, launches, device_bytes_peak, payload bytes }
+//   header  { magic, kind, launches, device_bytes_peak, payload bytes, launch text bytes }
 //   payload the result bytes (kind ok) or the exception's message (the other kinds)
+//   launch  the child's last launch: "kernel\nfile:line\ngrid x y z\nblock x y z\nshared"
 
 constexpr uint64_t kMagic = 0x494e464c41424953ull;  // "INFLABIS"
 enum class Kind : uint64_t { ok = 1, not_implemented = 2, exception = 3, harness_assertion = 4 };
@@ -49,7 +55,23 @@ struct Header {
   uint64_t launches = 0;
   uint64_t device_bytes_peak = 0;
   uint64_t payload = 0;
+  uint64_t launch_text = 0;
 };
+
+std::string encode_launch(const simt::LaunchRecord& r) {
+  return r.kernel + '\n' + r.launched_at + '\n' + std::to_string(r.grid.x) + ' ' + std::to_string(r.grid.y) + ' ' +
+         std::to_string(r.grid.z) + '\n' + std::to_string(r.block.x) + ' ' + std::to_string(r.block.y) + ' ' +
+         std::to_string(r.block.z) + '\n' + std::to_string(r.shared_bytes);
+}
+
+simt::LaunchRecord decode_launch(const std::string& text) {
+  simt::LaunchRecord r;
+  std::istringstream in(text);
+  std::getline(in, r.kernel);
+  std::getline(in, r.launched_at);
+  in >> r.grid.x >> r.grid.y >> r.grid.z >> r.block.x >> r.block.y >> r.block.z >> r.shared_bytes;
+  return r;
+}
 
 bool write_all(int fd, const void* data, size_t size) {
   const auto* p = static_cast<const char*>(data);
@@ -223,10 +245,13 @@ std::string type_name(const std::type_info& type) {
   const size_t peak = simt::device_bytes_peak();
   header.device_bytes_peak = peak > bytes_before ? peak - bytes_before : 0;
   header.payload = payload.size();
+  const std::string launch = header.launches > 0 ? encode_launch(simt::last_launch()) : std::string();
+  header.launch_text = launch.size();
   std::fflush(nullptr);
   std::cout.flush();
   std::cerr.flush();
-  const bool sent = write_all(pipe_fd, &header, sizeof header) && write_all(pipe_fd, payload.data(), payload.size());
+  const bool sent = write_all(pipe_fd, &header, sizeof header) && write_all(pipe_fd, payload.data(), payload.size()) &&
+                    write_all(pipe_fd, launch.data(), launch.size());
   ::_exit(sent ? 0 : 122);
 }
 
@@ -286,13 +311,19 @@ IsolatedRun run_isolated_raw(const std::function<std::vector<std::byte>()>& call
   Header header;
   const bool has_header = bytes.size() >= sizeof header;
   if (has_header) std::memcpy(&header, bytes.data(), sizeof header);
-  if (!exited_cleanly || !has_header || header.magic != kMagic || bytes.size() != sizeof header + header.payload) {
+  if (!exited_cleanly || !has_header || header.magic != kMagic ||
+      bytes.size() != sizeof header + header.payload + header.launch_text) {
     std::string why = "the student code " + describe_status(status);
     if (exited_cleanly) why = "the student code ended the process before returning (exit() called?)";
     throw StudentCodeFailed(why + " — run in a sandboxed child process; see its output above");
   }
   const std::byte* payload = bytes.data() + sizeof header;
   const std::string text(reinterpret_cast<const char*>(payload), header.payload);
+  if (header.launch_text > 0) {
+    g_child_launch = decode_launch(std::string(reinterpret_cast<const char*>(payload + header.payload), header.launch_text));
+    g_child_launch_at = simt::launch_count();
+    g_child_launched = true;
+  }
   switch (header.kind) {
     case Kind::ok:
       result.assign(payload, payload + header.payload);
@@ -330,6 +361,11 @@ IsolatedRun run_isolated(const std::function<void()>& call, std::vector<OutputBy
     offset += range.size();
   }
   return run;
+}
+
+simt::LaunchRecord last_launch() {
+  if (g_child_launched && simt::launch_count() == g_child_launch_at) return g_child_launch;
+  return simt::last_launch();
 }
 
 bool isolation_enabled() { return !g_no_isolation; }

@@ -35,6 +35,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "simt/simt.h"
+
 namespace inferlab::testing {
 
 /// What one isolated call did besides producing its outputs.
@@ -110,6 +112,10 @@ auto isolated_result(F&& call, IsolatedRun* run = nullptr) {
 /// The primitive under run_isolated() and isolated_result(): runs @p call in the sandboxed child
 /// and stores the bytes it returns in @p result.
 IsolatedRun run_isolated_raw(const std::function<std::vector<std::byte>()>& call, std::vector<std::byte>& result);
+
+/// The most recent kernel launch of this process or of an isolated call that returned since:
+/// a failure report names the student's kernel even though it ran in the child.
+simt::LaunchRecord last_launch();
 
 /// Whether calls are isolated: true unless `--inferlab_no_isolation` was given outside grading.
 bool isolation_enabled();

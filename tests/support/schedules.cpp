@@ -1,5 +1,7 @@
 #include "tests/support/schedules.h"
 
+#include "tests/support/isolation.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -125,7 +127,7 @@ std::vector<simt::Schedule> default_schedules(int random_seeds) {
                                            << message;
     }
   }
-  const simt::LaunchRecord launch = simt::last_launch();
+  const simt::LaunchRecord launch = testing::last_launch();
   for (size_t s = 1; s < schedules.size(); ++s) {
     for (size_t o = 0; o < outputs.size(); ++o) {
       const Bytes& reference = results[0].outputs[o];
@@ -180,7 +182,7 @@ std::vector<simt::Schedule> default_schedules(int random_seeds) {
     }
     for (int64_t i = 0; i < out.size(); ++i) {
       if (std::memcmp(&out[i], &first[i], sizeof(float)) == 0) continue;
-      const simt::LaunchRecord launch = simt::last_launch();
+      const simt::LaunchRecord launch = testing::last_launch();
       return ::testing::AssertionFailure()
              << "element " << i << " is " << first[i] << " under schedule " << schedules.front().to_string()
              << " but " << out[i] << " under " << schedule.to_string()
