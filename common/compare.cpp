@@ -1,8 +1,12 @@
 #include "common/compare.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <iomanip>
 #include <sstream>
+
+#include "common/half.h"
 
 namespace inferlab {
 
@@ -63,6 +67,28 @@ Comparison compare_to_oracle(std::span<const float> out, std::span<const double>
   if (result.non_finite > 0) result.rel_frobenius = std::numeric_limits<double>::infinity();
   result.ok = result.non_finite == 0 && result.mismatches == 0 && result.rel_frobenius <= tolerance.rel_frobenius;
   return result;
+}
+
+float round_to_precision(float x, Precision precision) {
+  switch (precision) {
+    case Precision::fp32: return x;
+    case Precision::fp16: return half_bits_to_float(float_to_half_bits(x));
+    case Precision::bf16: return bfloat16_bits_to_float(float_to_bfloat16_bits(x));
+    case Precision::tf32: {
+      if (!std::isfinite(x)) return x;
+      uint32_t bits = std::bit_cast<uint32_t>(x);
+      bits = (bits + 0x1000u) & ~0x1FFFu;  // add half of the 13 dropped bits: to nearest, ties away
+      return std::bit_cast<float>(bits);   // (a carry into the exponent is the correct result; ±Inf past the top)
+    }
+  }
+  return x;
+}
+
+Tensor<float> round_to_precision(const Tensor<float>& x, Precision precision) {
+  Tensor<float> rounded = x;
+  if (precision == Precision::fp32) return rounded;
+  for (int64_t i = 0; i < rounded.size(); ++i) rounded[i] = round_to_precision(rounded[i], precision);
+  return rounded;
 }
 
 Comparison compare_to_oracle(const Tensor<float>& out, const Tensor<double>& ref, Tolerance tolerance) {

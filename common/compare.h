@@ -42,4 +42,14 @@ Comparison compare_to_oracle(std::span<const float> out, std::span<const double>
 /// compare_to_oracle() for tensors; throws std::invalid_argument when the shapes differ.
 Comparison compare_to_oracle(const Tensor<float>& out, const Tensor<double>& ref, Tolerance tolerance);
 
+/// @p x rounded to the input type of @p precision, as an implementation computing in it receives
+/// its inputs: fp32 unchanged; fp16 and bf16 to nearest, ties to even (common/half.h: the host
+/// conversion the device wrappers use; overflow gives ±Inf); tf32 to 10 mantissa bits, to
+/// nearest, ties away from zero (PTX cvt.rna.tf32.f32). NaN stays NaN.
+float round_to_precision(float x, Precision precision);
+
+/// Every element of @p x rounded by round_to_precision(): the inputs on which the float64 oracle
+/// of an fp16 / bf16 / tf32 implementation is computed (tolerance.h: attention_tolerance()).
+Tensor<float> round_to_precision(const Tensor<float>& x, Precision precision);
+
 }  // namespace inferlab

@@ -102,8 +102,9 @@ double logit_bound(const Tensor<float>& q, const Tensor<float>& k, int64_t head_
   return max_norm(q) * max_norm(k) / std::sqrt(double(head_dim));
 }
 
-// The fused version and chapter 02's unfused cuda/tiled on the same fresh inputs: the outputs
-// agree within the fused version's tolerance (both are also checked against the oracle).
+// The fused version and chapter 02's unfused cuda/tiled on the same fresh inputs (rounded to the
+// fused version's precision for cuda/tiled): the outputs agree within the fused version's
+// tolerance (both are also checked against the oracle).
 ::testing::AssertionResult matches_unfused(const AttentionVersion& fused, const AttentionCase& c) {
   const AttentionVersion& tiled = find_attention_version("cuda/tiled", fused.backend);
   testing::SeededRng rng;
@@ -114,7 +115,10 @@ double logit_bound(const Tensor<float>& q, const Tensor<float>& k, int64_t head_
   fused_out.poison();
   tiled_out.poison();
   fused.run(q, k, v, c.causal, fused_out);
-  tiled.run(q, k, v, c.causal, tiled_out);
+  // cuda/tiled (fp32) on the inputs rounded to the fused version's precision: what the fused
+  // version computes from (tolerance.h: attention_tolerance() is relative to those inputs).
+  tiled.run(round_to_precision(q, fused.precision), round_to_precision(k, fused.precision),
+            round_to_precision(v, fused.precision), c.causal, tiled_out);
   Tensor<double> reference(tiled_out.shape());
   for (int64_t i = 0; i < tiled_out.size(); ++i) reference[i] = tiled_out[i];
   const Comparison comparison =

@@ -102,10 +102,14 @@ double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const Atten
   if (out.shape() != Shape{c.num_heads, c.seq_len, c.head_dim}) {
     return ::testing::AssertionFailure() << c.name() << ": the output's shape changed to " << to_string(out.shape());
   }
-  const AttentionShape shape = attention_shape(q, k, v, c.causal);
-  const Tensor<double> expected = attention_reference(q, k, v, c.causal);
+  // The oracle of what the implementation was given: the inputs rounded to its precision
+  // (tolerance.h: attention_tolerance()).
+  const Tensor<float> q_in = round_to_precision(q, precision), k_in = round_to_precision(k, precision),
+                      v_in = round_to_precision(v, precision);
+  const AttentionShape shape = attention_shape(q_in, k_in, v_in, c.causal);
+  const Tensor<double> expected = attention_reference(q_in, k_in, v_in, c.causal);
   const Comparison comparison =
-      compare_to_oracle(out, expected, attention_tolerance(precision, max_abs_logit(q, k, shape)));
+      compare_to_oracle(out, expected, attention_tolerance(precision, max_abs_logit(q_in, k_in, shape)));
   if (!comparison.ok) {
     return ::testing::AssertionFailure() << c.name() << " (" << to_string(precision) << "): " << comparison.report()
                                          << "\n  seed " << rng.seed() << " (rerun with INFERLAB_SEED=" << rng.seed()

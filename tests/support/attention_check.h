@@ -48,8 +48,9 @@ std::string version_case_name(const ::testing::TestParamInfo<VersionCase>& info)
 std::vector<VersionCase> version_cases(Backend backend, int chapter, int64_t max_seq_len = 257);
 
 /// Runs @p run on fresh random inputs of @p c (output poisoned with NaN first) and compares
-/// with the float64 oracle under attention_tolerance(@p precision, max |logit|). The failure
-/// message carries the comparison report and the seed.
+/// with the float64 oracle of the inputs rounded to @p precision (round_to_precision: what an
+/// fp16 / bf16 implementation computes from) under attention_tolerance(@p precision, max |logit|).
+/// The failure message carries the comparison report and the seed.
 ::testing::AssertionResult attention_matches_oracle(const AttentionFn& run, Precision precision,
                                                     const AttentionCase& c);
 

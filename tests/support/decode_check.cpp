@@ -159,13 +159,21 @@ Tensor<float> cache_bytes(const KvCache& cache) {
   SeededRng rng;
   const Sequences s = random_sequences(rng, c);
   const int64_t batch = int64_t(c.lengths.size()), d = c.head_dim;
-  const Tolerance tolerance = attention_tolerance(precision_of(dtype), max_abs_logit(s, c));
+  // The oracle sees what the cache holds: K and V rounded to its element type (an fp16 cache:
+  // to nearest even, as every append stores them); q stays fp32, as every decode reads it.
+  const Precision precision = precision_of(dtype);
+  Sequences cached = s;
+  for (size_t b = 0; b < cached.k.size(); ++b) {
+    cached.k[b] = round_to_precision(cached.k[b], precision);
+    cached.v[b] = round_to_precision(cached.v[b], precision);
+  }
+  const Tolerance tolerance = attention_tolerance(precision, max_abs_logit(cached, c));
 
   // The chapter-02 oracle: a causal prefill over each whole sequence. Its row t depends on
   // tokens 0..t only, so it is the prefill over the first t+1 tokens.
   std::vector<Tensor<double>> prefill;
   for (int64_t b = 0; b < batch; ++b)
-    prefill.push_back(attention_reference(s.q[size_t(b)], s.k[size_t(b)], s.v[size_t(b)], true));
+    prefill.push_back(attention_reference(cached.q[size_t(b)], cached.k[size_t(b)], cached.v[size_t(b)], true));
 
   KvCache cache = empty_cache(c, dtype, rng.seed());
   std::vector<int64_t> t(static_cast<size_t>(batch));

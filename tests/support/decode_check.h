@@ -62,7 +62,8 @@ std::vector<DecodeVersionCase> decode_version_cases(Backend backend, int64_t max
 /// Replays generation for @p c with a cache of @p dtype: prefill each sequence's first
 /// length − steps tokens, then `steps` times: @p append the next token of every sequence, run
 /// @p decode (output poisoned first), and compare with row t of the float64 causal prefill
-/// oracle (attention_reference) of each sequence, under attention_tolerance(precision of
+/// oracle (attention_reference) of each sequence — over K and V rounded to @p dtype, what the
+/// cache holds (round_to_precision), and the fp32 q — under attention_tolerance(precision of
 /// @p dtype, max |logit|). Fails naming the step, the token positions, the comparison and the
 /// seed.
 ::testing::AssertionResult decode_steps_match_prefill(const DecodeFn& decode, KvDtype dtype, const KvAppendFn& append,
