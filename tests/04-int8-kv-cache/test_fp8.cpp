@@ -70,6 +70,13 @@ TEST(KvCache, RowScaleIsMaxOver448AndRoundTripWithinHalfAStep) {
   }));
 }
 
+// Every row's scale is the defined max|row|/448, prefilled or appended, and every element is
+// within half an E4M3 step at that scale (not at whatever scale the cache stored).
+TEST(KvCache, ScaleOfEveryRowIsMaxOver448) {
+  EXPECT_TRUE(testing::fp8_cache_scales_match_definition(
+      [](KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) { cache.append(k_new, v_new); }, 5));
+}
+
 TEST(KvCache, AppendStoresEveryElementWithinHalfAStepAndPoisonsTheRest) {
   testing::SeededRng rng;
   const int64_t B = 2, G = 3, d = 20, capacity = 5;
@@ -154,8 +161,9 @@ TEST_P(Fp8Decode, WithinTheBoundDerivedFromTheE4M3Step) {
   testing::Int8Errors errors;
   EXPECT_TRUE(testing::fp8_decode_within_budget(c.version->run, c.shape, &errors)) << c.version->name;
   std::cout << c.version->name << " " << c.shape.name() << ": relative error " << errors.rel_frobenius
-            << ", max |err| " << errors.max_abs << " (bound " << errors.bound << "), softmax KL " << errors.max_kl
-            << "\n";
+            << ", max |err| " << errors.max_abs << " (" << errors.worst_fraction_of_bound()
+            << " of its head's bound at worst), softmax KL " << errors.max_kl
+            << "\n  per head, max |err| beside its own bound: " << errors.per_head() << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ch04, Fp8Decode,

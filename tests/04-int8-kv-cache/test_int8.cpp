@@ -54,6 +54,18 @@ TEST(Int8Cache, Fp16ScalesSaveTwoBytesPerScale) {
 }
 #endif
 
+// The step is the one the chapter defines — max|x|/127 of the group, from the data — for every
+// scaling, scale type and prompt (prefilled, or none: per-channel K then calibrates on the first
+// appended token).
+TEST(Int8Append, StepIsMaxOver127OfEveryGroup) {
+  INFERLAB_SKIP_WITHOUT_BACKEND();
+  for (ScaleDtype scales : {ScaleDtype::fp32, ScaleDtype::fp16})
+    for (KeyScaling scaling : {KeyScaling::per_token, KeyScaling::per_channel})
+      for (int64_t prompt : {int64_t(0), int64_t(5)})
+        EXPECT_TRUE(testing::int8_scales_match_definition(append_fn(), scaling, scales, prompt, 4))
+            << to_string(scaling) << ", " << to_string(scales) << " scales, prompt " << prompt;
+}
+
 TEST(Int8Append, RoundTripWithinHalfAStepPerTokenScales) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
   EXPECT_TRUE(testing::round_trip_within_half_step(append_fn(), KeyScaling::per_token, 5));
@@ -134,7 +146,8 @@ TEST_P(Int8Decode, WithinTheBoundDerivedFromTheQuantizationStep) {
   testing::Int8Errors errors;
   EXPECT_TRUE(testing::int8_decode_within_budget(c.version->run, append_fn(), c.shape, &errors)) << c.version->name;
   std::cout << c.version->name << " " << c.shape.name() << ": relative error " << errors.rel_frobenius << ", max |err| "
-            << errors.max_abs << " (bound " << errors.bound << "), softmax KL " << errors.max_kl << "\n";
+            << errors.max_abs << " (" << errors.worst_fraction_of_bound() << " of its head's bound at worst), softmax KL "
+            << errors.max_kl << "\n  per head, max |err| beside its own bound: " << errors.per_head() << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ch04, Int8Decode,

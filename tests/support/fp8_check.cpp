@@ -98,7 +98,7 @@ double e4m3_definition(uint8_t code) {
     const float scale = quantize(row, codes);
     float max_abs = 0.0f;
     for (const float x : row) max_abs = std::max(max_abs, std::fabs(x));
-    if (scale != max_abs / 448.0f)
+    if (scale != defined_fp8_scale(max_abs))
       return ::testing::AssertionFailure() << "row " << r << ": scale " << scale << ", expected max|x|/448 = "
                                            << max_abs / 448.0f << " (the row's largest element maps to ±448)";
     for (size_t c = 0; c < row.size(); ++c) {
@@ -124,7 +124,75 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
   return cases;
 }
 
+float defined_fp8_scale(float max_abs) {
+  return max_abs / 448.0f;  // the row's largest element maps to ±448, E4M3's largest finite value
+}
+
+namespace {
+
+// The defined scales (defined_fp8_scale) of every row of the unquantized data in @p exact (an
+// fp32 cache), K's and V's, indexed [b][g][token].
+struct DefinedFp8Scales {
+  explicit DefinedFp8Scales(const KvCache& exact) : shape(exact.shape()) {
+    const int64_t B = shape.batch, G = shape.num_kv_heads, T = shape.max_seq_len, d = shape.head_dim;
+    k.assign(size_t(B * G * T), 0.0f);
+    v.assign(size_t(B * G * T), 0.0f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t j = 0; j < exact.length(b); ++j) {
+          float k_max = 0.0f, v_max = 0.0f;
+          for (int64_t c = 0; c < d; ++c) {
+            k_max = std::max(k_max, std::fabs(exact.key(b, g, j, c)));
+            v_max = std::max(v_max, std::fabs(exact.value(b, g, j, c)));
+          }
+          k[size_t((b * G + g) * T + j)] = defined_fp8_scale(k_max);
+          v[size_t((b * G + g) * T + j)] = defined_fp8_scale(v_max);
+        }
+  }
+  float key(int64_t b, int64_t g, int64_t j) const { return k[size_t((b * shape.num_kv_heads + g) * shape.max_seq_len + j)]; }
+  float value(int64_t b, int64_t g, int64_t j) const {
+    return v[size_t((b * shape.num_kv_heads + g) * shape.max_seq_len + j)];
+  }
+  KvCacheShape shape;
+  std::vector<float> k, v;
+};
+
+// (e) of the checks: every cached element of @p fp8_cache within fp8_e4m3_round_trip_bound of its
+// input in @p exact at its row's defined scale; the failure names the element and both scales.
+::testing::AssertionResult elements_within_defined_bound(const KvCache& fp8_cache, const KvCache& exact,
+                                                         const DefinedFp8Scales& defined, const std::string& name) {
+  const KvCacheShape& s = exact.shape();
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t g = 0; g < s.num_kv_heads; ++g)
+      for (int64_t j = 0; j < exact.length(b); ++j)
+        for (int64_t ch = 0; ch < s.head_dim; ++ch)
+          for (int kv = 0; kv < 2; ++kv) {
+            const float x = kv == 0 ? exact.key(b, g, j, ch) : exact.value(b, g, j, ch);
+            const float x_hat = kv == 0 ? fp8_cache.key(b, g, j, ch) : fp8_cache.value(b, g, j, ch);
+            const float scale = kv == 0 ? defined.key(b, g, j) : defined.value(b, g, j);
+            const double ceiling = fp8_e4m3_round_trip_bound(x, scale);
+            if (!(std::fabs(double(x_hat) - x) <= ceiling))
+              return ::testing::AssertionFailure()
+                     << name << ": " << (kv == 0 ? "K" : "V") << "[" << b << "][" << g << "][" << j << "][" << ch
+                     << "] = " << x << " is cached as " << x_hat << ", off by " << std::fabs(double(x_hat) - x) << " > "
+                     << ceiling << ", half an E4M3 step at the defined scale max|row|/448 = " << scale
+                     << " (the cache stored the scale "
+                     << (kv == 0 ? fp8_cache.key_scale(b, g, j) : fp8_cache.value_scale(b, g, j)) << ")";
+          }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
 ::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const Int8Case& c, Int8Errors* errors) {
+  const KvAppendFn cpu_append = [](KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+    cache.append(k_new, v_new);
+  };
+  return fp8_decode_within_budget(decode, cpu_append, c, errors);
+}
+
+::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
+                                                    const Int8Case& c, Int8Errors* errors) {
   SeededRng rng;
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
   const ReplayKv data(rng, c);
@@ -134,9 +202,13 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
   for (int64_t step = 1; step <= std::max<int64_t>(c.steps, 1); ++step) {
     if (c.steps > 0) {  // append token length − steps + step − 1 of every sequence
       const auto [k_new, v_new] = data.token(step);
-      fp8_cache.append(k_new, v_new);
+      append(fp8_cache, k_new, v_new);
       fp32_cache.append(k_new, v_new);
     }
+    const DefinedFp8Scales defined(fp32_cache);
+    const ::testing::AssertionResult stored =
+        elements_within_defined_bound(fp8_cache, fp32_cache, defined, c.name() + " step " + std::to_string(step));
+    if (!stored) return stored;
     const Tensor<float> q = rng.normal_tensor({B, H, d});
     Tensor<float> out(q.shape());
     out.poison();
@@ -145,7 +217,6 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
     const Tensor<double> dequantized = decode_reference(q, fp8_cache.dequantized());
 
     Int8Errors e;
-    e.bound = std::numeric_limits<double>::infinity();
     double diff2 = 0.0, ref2 = 0.0;
     std::ostringstream where;
     for (int64_t b = 0; b < B; ++b) {
@@ -159,11 +230,11 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
           double e_j = 0.0;
           for (int64_t ch = 0; ch < d; ++ch) {
             const double k = fp32_cache.key(b, g, j, ch), v = fp32_cache.value(b, g, j, ch);
-            e_j += std::fabs(double(q_row[ch])) * fp8_e4m3_round_trip_bound(k, fp8_cache.key_scale(b, g, j));
+            e_j += std::fabs(double(q_row[ch])) * fp8_e4m3_round_trip_bound(k, defined.key(b, g, j));
             s[size_t(j)] += double(q_row[ch]) * k / std::sqrt(double(d));
             s_hat[size_t(j)] += double(q_row[ch]) * fp8_cache.key(b, g, j, ch) / std::sqrt(double(d));
             max_v = std::max(max_v, std::fabs(v));
-            max_verr = std::max(max_verr, fp8_e4m3_round_trip_bound(v, fp8_cache.value_scale(b, g, j)));
+            max_verr = std::max(max_verr, fp8_e4m3_round_trip_bound(v, defined.value(b, g, j)));
           }
           E = std::max(E, e_j / std::sqrt(double(d)));
           max_logit = std::max(max_logit, std::fabs(s[size_t(j)]));
@@ -171,7 +242,7 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
         const double kl = softmax_kl(s, s_hat);
         e.max_kl = std::max(e.max_kl, kl);
         const double bound = fp8_kv_output_bound(E, max_v, max_verr, max_logit);
-        e.bound = std::min(e.bound, bound);
+        HeadError head{b, h, 0.0, bound};
         const double exact_tol = attention_tolerance(Precision::fp32, max_logit).max_abs * std::max(1.0, max_v);
         for (int64_t ch = 0; ch < d; ++ch) {
           const int64_t i = (b * H + h) * d + ch;
@@ -186,6 +257,7 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
                    << std::fabs(o - dequantized[i]) << " > " << exact_tol
                    << ": not a quantization error but a kernel error (conversion, scale or row?)";
           const double err = std::fabs(o - exact[i]);
+          head.max_abs = std::max(head.max_abs, err);
           e.max_abs = std::max(e.max_abs, err);
           diff2 += err * err;
           ref2 += exact[i] * exact[i];
@@ -193,6 +265,7 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
             where << " out[" << b << "][" << h << "][" << ch << "]: |err| = " << err << " > bound " << bound
                   << " (E = " << E << ", max|v| = " << max_v << ", max value error = " << max_verr << ");";
         }
+        e.heads.push_back(head);
       }
     }
     e.rel_frobenius = std::sqrt(diff2 / std::max(ref2, 1e-300));
@@ -200,6 +273,56 @@ std::vector<Int8Case> fp8_decode_cases(int64_t max_length) {
     if (!where.str().empty())
       return ::testing::AssertionFailure() << c.name() << " step " << step << ": relative error " << e.rel_frobenius
                                            << ", outside the derived FP8 bound:" << where.str().substr(0, 2000);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult fp8_cache_scales_match_definition(const KvAppendFn& append, int64_t tokens) {
+  SeededRng rng;
+  const int64_t B = 3, G = 2, d = 20;
+  const std::vector<int64_t> prompts{3, 0, 6};
+  const KvCacheShape shape{B, G, 6 + tokens + 1, d};
+  KvCache cache(shape, KvFormat::fp8()), exact(shape, KvDtype::fp32);
+  // Rows of N(0, σ) with σ from 2^-20 to 2^4, an outlier channel, and an all-zero row.
+  int64_t row = 0;
+  const auto fill = [&](Tensor<float>& x) {
+    for (int64_t r = 0; r < x.size() / d; ++r, ++row) {
+      const float sigma = std::ldexp(1.0f, int(row % 25) - 20);
+      for (int64_t ch = 0; ch < d; ++ch) x[r * d + ch] = row % 11 == 5 ? 0.0f : sigma * rng.normal();
+      if (row % 3 == 1) x[r * d + row % d] *= 40.0f;
+    }
+  };
+  for (int64_t b = 0; b < B; ++b) {
+    Tensor<float> k({G, prompts[size_t(b)], d}), v({G, prompts[size_t(b)], d});
+    fill(k);
+    fill(v);
+    cache.prefill(b, k, v);
+    exact.prefill(b, k, v);
+  }
+  for (int64_t t = 0; t <= tokens; ++t) {
+    if (t > 0) {
+      Tensor<float> k_new({B, G, d}), v_new({B, G, d});
+      fill(k_new);
+      fill(v_new);
+      append(cache, k_new, v_new);
+      exact.append(k_new, v_new);
+    }
+    const DefinedFp8Scales defined(exact);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t j = 0; j < cache.length(b); ++j)
+          for (int kv = 0; kv < 2; ++kv) {
+            const float stored = kv == 0 ? cache.key_scale(b, g, j) : cache.value_scale(b, g, j);
+            const float wanted = kv == 0 ? defined.key(b, g, j) : defined.value(b, g, j);
+            if (stored != wanted)
+              return ::testing::AssertionFailure()
+                     << "sequence " << b << ", KV head " << g << ", token " << j << " ("
+                     << (j < prompts[size_t(b)] ? "prefilled" : "appended") << "): " << (kv == 0 ? "K" : "V")
+                     << "'s scale is " << stored << ", the definition max|row|/448 gives " << wanted;
+          }
+    const ::testing::AssertionResult elements =
+        elements_within_defined_bound(cache, exact, defined, "after " + std::to_string(t) + " appends");
+    if (!elements) return elements;
   }
   return ::testing::AssertionSuccess();
 }

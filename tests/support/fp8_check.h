@@ -40,14 +40,34 @@ using Fp8RowQuantizer = std::function<float(std::span<const float> row, std::spa
 /// fp8_e4m3_round_trip_bound of itself.
 ::testing::AssertionResult fp8_row_round_trip(const Fp8RowQuantizer& quantize);
 
+/// The FP8 scale the chapter defines (kernels/kv/quantize.h) for a row whose largest magnitude
+/// is @p max_abs, computed here apart from the quantizer: max_abs / 448 in fp32. The FP8 checks
+/// derive every error ceiling from this scale of the unquantized data, never from a cache's own.
+float defined_fp8_scale(float max_abs);
+
 /// Replays generation for @p c (K scaling ignored: FP8 has per-token scales for K and V): prefill
-/// length − steps tokens into an KvCache and an fp32 KvCache, then each step append one token
-/// and run @p decode (output poisoned with NaN first); checks every output (a) finite, (b) within
-/// attention_tolerance(fp32) of decode_reference over the dequantized cache, (c) within
-/// fp8_kv_output_bound of decode_reference over the fp32 data. @p errors receives the measured
-/// errors of the last step (relative error, max |err|, smallest bound, softmax KL).
+/// length − steps tokens into an FP8 KvCache and an fp32 KvCache, then each step @p append one
+/// token (FP8) / KvCache::append (fp32) and run @p decode (output poisoned with NaN first).
+/// Every ceiling comes from the defined scales of the unquantized rows (defined_fp8_scale), not
+/// from the scales the cache stored. Checks (e) every cached element within
+/// fp8_e4m3_round_trip_bound of its input at its row's defined scale, then every output (a)
+/// finite, (b) within attention_tolerance(fp32) of decode_reference over the dequantized cache,
+/// (c) within fp8_kv_output_bound — per (sequence, head), from the defined scales — of
+/// decode_reference over the fp32 data. @p errors receives the measured errors of the last step
+/// (relative error, max |err|, softmax KL, each head's max |err| beside its own bound).
+::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
+                                                    const Int8Case& c, Int8Errors* errors = nullptr);
+
+/// fp8_decode_within_budget() with the CPU append (KvCache::append).
 ::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const Int8Case& c,
                                                     Int8Errors* errors = nullptr);
+
+/// The FP8 cache's scale definition: prefills a prompt per sequence (KvCache::prefill; a ragged
+/// batch, one prompt empty), then appends @p tokens random tokens (with an outlier channel, an
+/// all-zero row and tiny values) with @p append, and checks that every K and V row's stored
+/// scale equals defined_fp8_scale(max|row|) exactly and every element is back within
+/// fp8_e4m3_round_trip_bound of its input at that scale.
+::testing::AssertionResult fp8_cache_scales_match_definition(const KvAppendFn& append, int64_t tokens);
 
 /// The FP8 decode shapes: int8_decode_cases()'s per-token ones with fp32 scales (ragged, L = 1 … @p max_length,
 /// head_dim 20 … 128, GQA 1 … 8, with and without outliers), plus head_dim 18 (off the 4-code

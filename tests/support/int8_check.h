@@ -53,14 +53,35 @@ void PrintTo(const QuantizedVersionCase& c, std::ostream* out);
 /// "cuda_decode_int8_b2_L9_33_steps2_…": a gtest parameter name for @p info's case.
 std::string quantized_version_case_name(const ::testing::TestParamInfo<QuantizedVersionCase>& info);
 
+/// One (sequence, query head) of a quantized decode step: its largest error and its own bound.
+struct HeadError {
+  int64_t sequence = 0;  ///< b
+  int64_t head = 0;      ///< query head h
+  double max_abs = 0.0;  ///< max over the head's outputs of |ô − o| against the fp32 data's oracle
+  double bound = 0.0;    ///< the derived per-element bound of this head (int8/fp8_kv_output_bound)
+};
+
 /// The measured error of one decode step against the unquantized attention.
 struct Int8Errors {
-  double rel_frobenius = 0.0;  ///< ‖ô − o‖/‖o‖ against the float64 oracle of the fp32 data
-  double max_abs = 0.0;        ///< max |ô − o|
-  double bound = 0.0;          ///< the derived per-element bound (smallest over the sequences)
-  double max_kl = 0.0;         ///< max over (sequence, head) of KL(p ‖ p̂) of the softmax weights
-  int64_t saturated = 0;       ///< values the cache clamped (KvCache::saturated_count())
+  double rel_frobenius = 0.0;    ///< ‖ô − o‖/‖o‖ against the float64 oracle of the fp32 data
+  double max_abs = 0.0;          ///< max |ô − o|
+  double max_kl = 0.0;           ///< max over (sequence, head) of KL(p ‖ p̂) of the softmax weights
+  int64_t saturated = 0;         ///< values the cache clamped (KvCache::saturated_count())
+  std::vector<HeadError> heads;  ///< every (sequence, head): its error beside its own bound
+
+  /// The largest max_abs / bound over the heads (≤ 1 when every head is within its bound).
+  double worst_fraction_of_bound() const;
+  /// "b0 h0 0.012 ≤ 0.57, b0 h1 …": each head's max |err| beside its bound.
+  std::string per_head() const;
 };
+
+/// The INT8 quantization step the chapter defines (chapters/04-int8-kv-cache/README.md §1,
+/// exercises/04-int8-kv-cache/ch04.h) for a group whose largest magnitude is @p max_abs — computed
+/// here, apart from kernels/kv/quantize.cpp, so that a wrong quantizer cannot move its own
+/// yardstick: max_abs / 127 in fp32; with fp16 scales the smallest fp16 ≥ that, capped at
+/// 65504. The checks derive every INT8 error ceiling from this step of the unquantized data,
+/// never from the step a cache stored.
+float defined_int8_step(float max_abs, ScaleDtype scale_dtype);
 
 /// The odd shapes: ragged batches, L = 1 … 129 (capped at @p max_length), head_dim 64/80/96/128
 /// and 36/20 (off the vector path), GQA 1/2/4/8, both K scalings, with and without outliers,
@@ -69,15 +90,20 @@ struct Int8Errors {
 std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 
 /// Replays generation for @p c: prefill length − steps tokens into an KvCache and an fp32
-/// KvCache, then each step @p append (int8) / KvCache::append (fp32) one token and run @p decode;
-/// checks every step (a) finite, (b) within attention_tolerance(fp32) of decode_reference over
-/// the INT8 cache (the exact result over the dequantized values), (c) within int8_kv_output_bound of
-/// decode_reference over the fp32 data and of the chapter-03 cpu/decode_simd, the score error
-/// summed from int8_element_error_bound (half a step, or the clamped excess of a saturated
-/// value), and (d) the cache's saturated_count() equals the number of values that had to be
-/// clamped, counted here from the inputs and the stored steps. The message names the step,
-/// relative error, max-abs against the bound, softmax KL, the saturations and the seed.
-/// @p errors (when given) receives the errors of the last step.
+/// KvCache, then each step @p append (int8) / KvCache::append (fp32) one token and run @p decode.
+/// Every error ceiling comes from the *defined* steps of the unquantized data
+/// (defined_int8_step: max|x|/127 per group — a K or V row, or a per-channel K channel over
+/// the prompt, over the first token when the prompt is empty), never from the steps the cache
+/// stored. Checks every step: (e) every cached element within int8_element_error_bound of its
+/// input at the defined step (half a step, or the clamped excess of a saturated value): a
+/// cache whose steps are too coarse fails here; (d) the cache's saturated_count() equals the
+/// number of values that had to be clamped at the defined steps; (a) every output finite;
+/// (b) within attention_tolerance(fp32) of decode_reference over the INT8 cache (the exact
+/// result over the dequantized values); (c) within int8_kv_output_bound — per (sequence, head),
+/// its score error summed from the defined steps — of decode_reference over the fp32 data and of
+/// the chapter-03 cpu/decode_simd. The message names the step, relative error, max-abs against
+/// the bound, softmax KL, the saturations and the seed. @p errors (when given) receives the
+/// errors of the last step, each head's beside its own bound.
 ::testing::AssertionResult int8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
                                                      const Int8Case& c, Int8Errors* errors = nullptr);
 
@@ -86,12 +112,22 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 ::testing::AssertionResult quantizer_saturates(const std::function<int8_t(float x, float scale)>& quantize);
 
 /// Appends @p tokens random tokens (with outlier channels) with @p append to an empty cache of
-/// @p key_scaling and @p scale_dtype and checks each element: within int8_round_trip_bound(step)
-/// of its input when the input is inside ±127·step, else saturated to ±127·step with the input's
-/// sign; no byte is −128; lengths advanced. Per-token scales (fp32, or fp16 rounded up) must
-/// saturate nothing; per-channel K must report its saturations.
+/// @p key_scaling and @p scale_dtype and checks each element against the defined step Δ of its
+/// group (defined_int8_step of the inputs; per-channel K: calibrated on the first token): within
+/// int8_round_trip_bound(Δ) of its input when the input is inside ±127.5·Δ, else saturated to
+/// ±127·Δ with the input's sign; no byte is −128; lengths advanced. Per-token scales (fp32, or
+/// fp16 rounded up) must saturate nothing; per-channel K must report its saturations.
 ::testing::AssertionResult round_trip_within_half_step(const KvAppendFn& append, KeyScaling key_scaling,
                                                        int64_t tokens, ScaleDtype scale_dtype = ScaleDtype::fp32);
+
+/// The scale definition: prefills @p prompt tokens per sequence (KvCache::prefill, the CPU
+/// quantizer) into an empty cache of @p key_scaling and @p scale_dtype, then appends @p tokens
+/// random tokens (with outlier channels) with @p append, and checks that every stored step equals
+/// defined_int8_step of its group exactly: each V row's and (per-token) each K row's max|x|/127;
+/// (per-channel) each K channel's max over the prompt's tokens, or over the first appended token
+/// when @p prompt is 0. A ragged batch: the second sequence's prompt is one token longer.
+::testing::AssertionResult int8_scales_match_definition(const KvAppendFn& append, KeyScaling key_scaling,
+                                                        ScaleDtype scale_dtype, int64_t prompt, int64_t tokens);
 
 /// scale_to_fp16_up on edge and random values: the result is an fp16 ≥ the scale, the fp16
 /// just below it is < the scale, and scales past 65504 give 65504.

@@ -3,11 +3,15 @@
 // mistake must pass.
 //   - an encoder that truncates the mantissa instead of rounding to nearest even;
 //   - a row quantizer whose scale is max|x|/127 (INT8's) instead of max|x|/448;
-//   - a decode that reads the codes with exponent bias 8 instead of 7 (every value halved).
+//   - a decode that reads the codes with exponent bias 8 instead of 7 (every value halved);
+//   - a cache append whose row scale is max|x|/127 (INT8's) instead of max|x|/448: a
+//     self-consistent cache (its decode matches it exactly) that wastes E4M3's range.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <iostream>
+#include <span>
 #include <vector>
 
 #include "kernels/kv/fp8_e4m3.h"
@@ -58,6 +62,41 @@ DecodeFn decode_with(bool wrong_bias) {
   return [wrong_bias](const Tensor<float>& q, const KvCache& cache, Tensor<float>& out) {
     scalar_decode_fp8(q, cache, out, wrong_bias);
   };
+}
+
+// An FP8 cache append whose row scale is max|x| / @p range (448 is the definition).
+KvAppendFn append_with_range(float range) {
+  return [range](KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
+    cache.check_append(k_new, v_new);
+    const int64_t B = cache.shape().batch, G = cache.shape().num_kv_heads, d = cache.shape().head_dim;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t row = cache.row(b, g, cache.length(b));
+        for (int kv = 0; kv < 2; ++kv) {
+          const std::span<const float> x{(kv == 0 ? k_new : v_new).data() + (b * G + g) * d, size_t(d)};
+          auto* codes = reinterpret_cast<uint8_t*>((kv == 0 ? cache.k_bytes() : cache.v_bytes()).data()) + row * d;
+          (kv == 0 ? cache.k_scales() : cache.v_scales())[size_t(row)] = quantize_row(x, {codes, size_t(d)}, range);
+        }
+      }
+    cache.commit_append();
+  };
+}
+
+TEST(WrongCh04Fp8, CacheScaleForInt8RangeIsRejected) {
+  EXPECT_TRUE(testing::fp8_cache_scales_match_definition(append_with_range(448.0f), 4));
+  const auto result = testing::fp8_cache_scales_match_definition(append_with_range(127.0f), 4);
+  ASSERT_FALSE(result);
+  std::cout << result.message() << "\n";
+  // The decode replay passes the right append; with the wrong one its exact decode of the cache
+  // is not excused by the scales the cache stored: E4M3's steps at the defined scale max|x|/448
+  // fall on other binades than at max|x|/127, and elements exceed half of them.
+  for (const testing::Int8Case& c : testing::fp8_decode_cases(65)) {
+    if (c.steps == 0) continue;  // nothing appended
+    EXPECT_TRUE(testing::fp8_decode_within_budget(decode_with(false), append_with_range(448.0f), c)) << c.name();
+    const auto wrong = testing::fp8_decode_within_budget(decode_with(false), append_with_range(127.0f), c);
+    EXPECT_FALSE(wrong) << c.name();
+    if (c.lengths.size() == 1 && c.lengths[0] == 1) std::cout << wrong.message() << "\n";
+  }
 }
 
 TEST(WrongCh04Fp8, TruncatingEncoderIsRejected) {
