@@ -266,6 +266,9 @@ class IntegrityTests(unittest.TestCase):
                root / "exercises" / "01-naive-cpu-attention" / "softmax_row.cpp"]
         for header in bad:
             self.assertIsNotNone(integrity.include_problem(header, student, build), header)
+        # A student working in this repo's exercises/ includes their own files there.
+        exercises = root / "exercises"
+        self.assertIsNone(integrity.include_problem(exercises / "01-naive-cpu-attention" / "softmax_row.cpp", exercises, build))
 
     def test_expect_zero_needs_a_built_chapter_with_no_pass(self):
         ch = grade.Chapter("04", "int8-kv-cache")
