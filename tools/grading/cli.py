@@ -98,8 +98,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "hash of its absolute path)")
     p.add_argument("--build-dir", metavar="DIR",
                    help="the build folder to configure and build in (default: build/grade-exercises, "
-                        "build/grade-solutions or build/grade-student); reusing one folder for several trees "
-                        "recompiles only the student files")
+                        "build/grade-solutions or build/grade-student); a new folder gets Release, CPU + sim, "
+                        "no CUDA; an existing one keeps its settings and only switches the student tree, so "
+                        "reusing a folder (a class, or a build of the lab) recompiles only the student files")
     p.add_argument("--seed", type=int, metavar="N",
                    help="the seed of every graded test's fresh data (default: a new one, printed and saved "
                         "in grade.json; give it again to replay a run)")

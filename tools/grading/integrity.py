@@ -274,16 +274,20 @@ def student_objects(build: Path, lib: Path) -> list[Path]:
     return objs
 
 
-def student_library(build: Path, number: str) -> Path | None:
-    """libstudent_chNN.a, or libstudent_chNN_sim.a for a chapter of .cu files."""
-    return next((lib for name in (f"libstudent_ch{number}.a", f"libstudent_ch{number}_sim.a")
-                 for lib in build.rglob(name)), None)
+def student_library(build: Path, target: str) -> Path | None:
+    """The archive the build produces for @p target (student_chNN or student_chNN_sim)."""
+    r = subprocess.run(["ninja", "-C", str(build), "-t", "query", target], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        entry = line.strip()
+        if entry.endswith(".a") and not entry.startswith("||"):
+            return build / entry
+    return None
 
 
-def inspect(build: Path, number: str, student_dir: Path) -> Findings:
-    """Every check on chapter @p number's student library."""
+def inspect(build: Path, target: str, student_dir: Path) -> Findings:
+    """Every check on the student library @p target (student_chNN or student_chNN_sim)."""
     findings = Findings()
-    lib = student_library(build, number)
+    lib = student_library(build, target)
     if lib is None or not shutil.which("nm"):
         findings.exports.append("cannot inspect the student library (not found, or nm missing: apt-get install binutils)")
         return findings
