@@ -519,7 +519,7 @@ void isolated_reduce(const Tensor<float>& partial_out, const Tensor<float>& part
       compare_to_oracle(out, decode_reference(q, cache), attention_tolerance(Precision::fp32, p.max_abs_logit));
   if (!comparison.ok) {
     return ::testing::AssertionFailure() << c.name() << ": " << comparison.report() << "\n  seed " << rng.seed()
-                                         << " (rerun with INFERLAB_SEED=" << rng.seed() << ")";
+                                         << " (" << testing::replay_hint(rng.seed()) << ")";
   }
   return ::testing::AssertionSuccess();
 }

@@ -1084,7 +1084,7 @@ Scenario random_scenario(const RandomConfig& config, Rng& rng, AllocatorStats& p
   plan.free_all_and_drain();
   planned.add(plan.model().stats);
   return plan.scenario(pool_name(config.num_blocks, config.block_size) + ", random operations with seed " +
-                       std::to_string(rng.seed()) + " (rerun with INFERLAB_SEED=" + std::to_string(rng.seed()) + ")");
+                       std::to_string(rng.seed()) + " (" + testing::replay_hint(rng.seed()) + ")");
 }
 
 TEST(Ch06Allocator, RandomOperationsMatchTheModel) {
@@ -2011,8 +2011,7 @@ TEST(Ch06PagedDecode, ScatteredBlocksEqualTheOracle) {
     if (comparison.ok) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << name << ": out is not the float64 decode oracle over the same tokens:\n"
                                          << comparison.report() << explain_mismatch(q, pool, out, expected, tolerance)
-                                         << "\n  seed " << rng.seed() << " (rerun with INFERLAB_SEED=" << rng.seed()
-                                         << ")";
+                                         << "\n  seed " << rng.seed() << " (" << testing::replay_hint(rng.seed()) << ")";
   });
 }
 

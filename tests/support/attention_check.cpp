@@ -112,8 +112,7 @@ double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const Atten
       compare_to_oracle(out, expected, attention_tolerance(precision, max_abs_logit(q_in, k_in, shape)));
   if (!comparison.ok) {
     return ::testing::AssertionFailure() << c.name() << " (" << to_string(precision) << "): " << comparison.report()
-                                         << "\n  seed " << rng.seed() << " (rerun with INFERLAB_SEED=" << rng.seed()
-                                         << ")";
+                                         << "\n  seed " << rng.seed() << " (" << testing::replay_hint(rng.seed()) << ")";
   }
   return ::testing::AssertionSuccess();
 }

@@ -220,7 +220,7 @@ Tensor<float> cache_bytes(const KvCache& cache) {
       return ::testing::AssertionFailure()
              << where << ": out [batch, num_heads, head_dim] is not row t of the causal "
              << "prefill over tokens 0..t:\n"
-             << comparison.report() << "\n  seed " << rng.seed() << " (rerun with INFERLAB_SEED=" << rng.seed() << ")";
+             << comparison.report() << "\n  seed " << rng.seed() << " (" << testing::replay_hint(rng.seed()) << ")";
     }
     for (int64_t& position : t) ++position;
   }

@@ -370,6 +370,8 @@ simt::LaunchRecord last_launch() {
 
 bool isolation_enabled() { return !g_no_isolation; }
 
+bool grading_run() { return g_grading; }
+
 void parse_inferlab_options(int& argc, char** argv) {
   int kept = 1;
   bool seed_given = false;

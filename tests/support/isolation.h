@@ -117,6 +117,9 @@ IsolatedRun run_isolated_raw(const std::function<std::vector<std::byte>()>& call
 /// a failure report names the student's kernel even though it ran in the child.
 simt::LaunchRecord last_launch();
 
+/// Whether this program runs under the grader (`--inferlab_grading`).
+bool grading_run();
+
 /// Whether calls are isolated: true unless `--inferlab_no_isolation` was given outside grading.
 bool isolation_enabled();
 

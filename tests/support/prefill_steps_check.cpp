@@ -42,12 +42,12 @@ std::string position(int64_t index, const Shape& shape) {
     return ::testing::AssertionFailure() << name << ": " << wrong << " masked elements are not " << masked_value
                                          << "; the first, at " << position(first_wrong, out.shape()) << ", is "
                                          << out[first_wrong] << "\n  seed " << seed
-                                         << " (rerun with INFERLAB_SEED=" << seed << ")";
+                                         << " (" << testing::replay_hint(seed) << ")";
   }
   const Comparison comparison = compare_to_oracle(unmasked, expected, tolerance);
   if (!comparison.ok) {
     return ::testing::AssertionFailure() << name << ": " << comparison.report() << "\n  seed " << seed
-                                         << " (rerun with INFERLAB_SEED=" << seed << ")";
+                                         << " (" << testing::replay_hint(seed) << ")";
   }
   return ::testing::AssertionSuccess();
 }

@@ -2,11 +2,18 @@
 
 #include <string>
 
+#include "tests/support/isolation.h"
+
 namespace inferlab::testing {
+
+std::string replay_hint(uint64_t seed) {
+  return grading_run() ? "replay: ./inferlab grade --seed " + std::to_string(seed)
+                       : "rerun with INFERLAB_SEED=" + std::to_string(seed);
+}
 
 SeededRng::SeededRng()
     : Rng(Rng::fresh_seed()),
       trace_(__FILE__, __LINE__, "random data seed " + std::to_string(seed()) +
-                                     " (rerun with INFERLAB_SEED=" + std::to_string(seed()) + ")") {}
+                                     " (" + replay_hint(seed()) + ")") {}
 
 }  // namespace inferlab::testing

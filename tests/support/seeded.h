@@ -4,12 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+
 #include "common/rng.h"
 
 namespace inferlab::testing {
 
-/// An Rng seeded freshly (or from INFERLAB_SEED) whose seed is attached to every failure in
-/// the enclosing scope: "rerun with INFERLAB_SEED=<seed>".
+/// How to get the same data again: "rerun with INFERLAB_SEED=<seed>", or in a graded run (where
+/// the environment is ignored) "replay: ./inferlab grade --seed <seed>".
+std::string replay_hint(uint64_t seed);
+
+/// An Rng seeded freshly (or from INFERLAB_SEED, or from the grader's --inferlab_seed) whose seed
+/// is attached to every failure in the enclosing scope, with replay_hint().
 class SeededRng : public Rng {
  public:
   SeededRng();
