@@ -184,8 +184,11 @@ void install_filter(int pipe_fd) {
   };
   const sock_fprog program{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
-    std::fprintf(stderr, "inferlab isolation: cannot install the seccomp sandbox (errno %d)\n", errno);
-    ::_exit(121);
+    // A graded run needs the sandbox; a student's own run goes on without it (the call still runs
+    // in its own process), saying so.
+    std::fprintf(stderr, "inferlab isolation: cannot install the seccomp sandbox (errno %d)%s\n", errno,
+                 g_grading ? "; a graded run needs it" : "; running the call unsandboxed");
+    if (g_grading) ::_exit(121);
   }
 }
 #undef INFERLAB_ALLOW
