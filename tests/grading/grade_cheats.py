@@ -4,6 +4,10 @@ the chapter it cheats, caught by the mechanism it is meant to be caught by. CI r
 
   python3 tests/grading/grade_cheats.py [--build-dir DIR] [--only NAME ...]
 
+A cheat folder holds only its cheating files; the driver completes the chapter with the
+unmodified stubs of exercises/ (a stub whose file name the cheat does not use), in a temporary
+student tree.
+
 --build-dir: reuse a configured grade folder (CI passes build/grade-exercises, so only the cheat
 files and the graded programs are recompiled). Exit status 0 when every cheat is caught.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +40,24 @@ EXPECTED = {
 }
 
 
+def student_tree(name: str, chapter: str) -> Path:
+    """The cheat's chapter folder completed with the exercises' stubs it does not replace, in
+    build/grading/cheats/<name>/ (as deep as tests/grading/cheats/<name>/, so a cheat's relative
+    include climbs to the same place)."""
+    cheat = next((CHEATS / name).glob(f"{chapter}-*"))
+    stubs = ROOT / "exercises" / cheat.name
+    tree = ROOT / "build" / "grading" / "cheats" / name
+    shutil.rmtree(tree, ignore_errors=True)
+    (tree / cheat.name).mkdir(parents=True)
+    # A cheat written as one file (cheat.cpp) answers every exercise of the chapter itself.
+    if not (cheat / "cheat.cpp").exists():
+        for stub in sorted(stubs.glob("*.c*")):
+            shutil.copy(stub, tree / cheat.name / stub.name)
+    for f in sorted(cheat.iterdir()):
+        shutil.copy(f, tree / cheat.name / f.name)
+    return tree
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", help="the grade build folder to reuse")
@@ -51,7 +74,8 @@ def main() -> int:
     for name in names:
         chapter, caught_by = EXPECTED[name]
         with tempfile.TemporaryDirectory(prefix=f"cheat-{name}-") as out:
-            cmd = [sys.executable, str(ROOT / "tools" / "grade.py"), "--student", str(CHEATS / name), "--out", out,
+            tree = student_tree(name, chapter)
+            cmd = [sys.executable, str(ROOT / "tools" / "grade.py"), "--student", str(tree), "--out", out,
                    "--expect-zero", chapter]
             if args.build_dir:
                 cmd += ["--build-dir", args.build_dir]
