@@ -5,7 +5,9 @@ Run: python3 tools/test_grade.py   (ctest: the 'grade_tool' test, label 'tools')
 """
 
 import json
+import os
 import sys
+import tempfile
 import time
 import unittest
 import xml.etree.ElementTree as ET
@@ -50,6 +52,51 @@ Expected equality of these values:
   2147483648.0
 [  FAILED  ] Ch01Cost.MatchesHandComputedValues (0 ms)
 """
+
+# Captured output of graded tests whose student kernel tripped the emulator's checkers. A crash:
+# memcheck's fault report, then the test program killed by SIGABRT.
+SIMT_CRASH_OUTPUT = """\
+Note: Google Test filter = Ch03Decode.OddShapes
+[==========] Running 1 test from 1 test suite.
+[ RUN      ] Ch03Decode.OddShapes
+simt: memcheck: out-of-bounds write of 4 bytes at decode_attention.cu:71 (in inferlab::sim::decode_kernel)
+  block (1,0,0), thread (13,0,0); 4 bytes past the end of a 1152-byte cudaMalloc allocation
+malloc(): corrupted top size
+"""
+
+# A failure: the launch's sticky error, printed by the emulator and quoted by the check.
+SIMT_FAILURE_OUTPUT = """\
+[ RUN      ] Ch02BlockReduce.RandomRows
+simt: racecheck: read of shared memory at block_reduce.cu:44 by thread (0,0,0) races with the write at block_reduce.cu:39 by thread (31,0,0) since the last barrier
+  in kernel 'inferlab::sim::student::block_reduce_kernel' block (2,0,0)
+/work/main/tests/02-gpu-prefill/test_student.cpp:120: Failure
+Value of: testing::rows_match_oracle(student_block_reduce, c)
+  Actual: false (rows 33 x 257: the student code threw std::runtime_error: CUDA error 719 (unspecified launch failure) at block_reduce.cu:60: simt: racecheck: read of shared memory at block_reduce.cu:44 by thread (0,0,0) races with the write at block_reduce.cu:39 by thread (31,0,0) since the last barrier (seed 77))
+Expected: true
+[  FAILED  ] Ch02BlockReduce.RandomRows (40 ms)
+"""
+
+# The report only inside an exception's description (nothing printed on stderr before it).
+SIMT_QUOTED_OUTPUT = """\
+[ RUN      ] Ch05Flash.Causal
+unknown file: Failure
+C++ exception with description "the student code threw std::runtime_error: simt: initcheck: read of shared memory nothing wrote at flash.cu:88 (in inferlab::sim::student::flash_kernel)" thrown in the test body.
+[  FAILED  ] Ch05Flash.Causal (3 ms)
+"""
+
+# A crash without an emulator report: the signal stays the reason.
+PLAIN_CRASH_OUTPUT = """\
+[ RUN      ] Ch03Decode.OddShapes
+malloc(): corrupted top size
+"""
+
+
+def failure_blocks_output(count):
+    """A test whose check failed on `count` shapes: one GoogleTest failure block per shape."""
+    blocks = "".join(f"/work/main/tests/01/test_student.cpp:{100 + i}: Failure\n"
+                     f"Value of: matches(shape {i})\n  Actual: false (max abs error {i}.5 at row {i})\n"
+                     "Expected: true\n" for i in range(count))
+    return f"[ RUN      ] Ch01Attention.OddShapes\nseed 1234\n{blocks}[  FAILED  ] Ch01Attention.OddShapes (5 ms)\n"
 
 
 def gtest_xml(suite, name, body="", result="completed", status="run"):
@@ -110,6 +157,94 @@ class ClassifyTests(unittest.TestCase):
 
     def test_skipped(self):
         self.assertEqual(grade.classify(0, False, "", "skipped")[0], grade.SKIPPED)
+
+
+class EmulatorReportTests(unittest.TestCase):
+    """A failing test's reason quotes the emulator's first report, on one line."""
+
+    def test_crash_names_the_checker_and_line(self):
+        outcome, message = grade.classify(-6, False, SIMT_CRASH_OUTPUT, "missing")
+        self.assertEqual(outcome, grade.CRASHED)
+        self.assertEqual(message, "simt: memcheck: out-of-bounds write of 4 bytes at decode_attention.cu:71 "
+                                  "(in inferlab::sim::decode_kernel) (killed by SIGABRT)")
+
+    def test_failure_names_the_checker_and_line(self):
+        outcome, message = grade.classify(1, False, SIMT_FAILURE_OUTPUT, "failed")
+        self.assertEqual(outcome, grade.FAILED)
+        self.assertTrue(message.startswith("simt: racecheck: read of shared memory at block_reduce.cu:44"), message)
+        self.assertNotIn("\n", message)
+        self.assertNotIn("in kernel", message)  # the report's first line only
+        # The same when GoogleTest recorded the failure and the program still exited 0.
+        self.assertEqual(grade.classify(0, False, SIMT_FAILURE_OUTPUT, "failed"), (outcome, message))
+
+    def test_a_report_quoted_in_an_exception(self):
+        outcome, message = grade.classify(1, False, SIMT_QUOTED_OUTPUT, "failed")
+        self.assertEqual((outcome, message), (grade.FAILED, "simt: initcheck: read of shared memory nothing wrote "
+                                                            "at flash.cu:88 (in inferlab::sim::student::flash_kernel)"))
+
+    def test_without_a_report_the_old_reasons_stay(self):
+        self.assertEqual(grade.classify(-6, False, PLAIN_CRASH_OUTPUT, "missing"), (grade.CRASHED, "killed by SIGABRT"))
+        outcome, message = grade.classify(1, False, WRONG_OUTPUT, "failed")
+        self.assertEqual(outcome, grade.FAILED)
+        self.assertIn("Expected equality", message)
+        self.assertEqual(grade.emulator_report(WRONG_OUTPUT + "libsimt: not a report\n"), "")
+
+    def test_not_implemented_and_timeout_are_not_overridden(self):
+        self.assertEqual(grade.classify(1, False, NOT_IMPL_OUTPUT, "failed")[0], grade.NOT_IMPL)
+        self.assertEqual(grade.classify(None, True, SIMT_CRASH_OUTPUT, "missing", 30)[0], grade.TIMEOUT)
+
+    def test_a_long_report_keeps_its_line_on_one_line(self):
+        kernel = "inferlab::sim::student::decode_kernel<" + ", ".join(["std::vector<float, std::allocator<float>>"] * 12) + ">"
+        output = f"simt: memcheck: out-of-bounds read of 8 bytes at decode_attention.cu:71 (in {kernel})\n  block (0,0,0)\n"
+        message = grade.classify(1, False, output, "failed")[1]
+        self.assertLessEqual(len(message), 300)
+        self.assertEqual(message, "simt: memcheck: out-of-bounds read of 8 bytes at decode_attention.cu:71 "
+                                  "(in inferlab::sim::student::decode_kernel<…>)")
+        crash = grade.classify(-11, False, "simt: " + "x" * 1000 + "\n", "missing")[1]
+        self.assertLessEqual(len(crash), 300)
+        self.assertTrue(crash.endswith("… (killed by SIGSEGV)"), crash)
+
+
+class OutputExcerptTests(unittest.TestCase):
+    """What grade.json and junit.xml show of a test's output: a few failure blocks, a few KB."""
+
+    def test_the_first_failure_blocks_and_a_count_of_the_rest(self):
+        excerpt = grade.output_excerpt(failure_blocks_output(10))
+        self.assertIn("seed 1234", excerpt)
+        for i in range(3):
+            self.assertIn(f"test_student.cpp:{100 + i}: Failure", excerpt)
+        self.assertNotIn("test_student.cpp:103", excerpt)
+        self.assertIn("7 more failure block(s) left out", excerpt)
+        self.assertNotIn("[ RUN      ]", excerpt)  # GoogleTest's own lines
+        self.assertNotIn("[  FAILED  ]", excerpt)
+
+    def test_a_short_output_is_kept_whole(self):
+        excerpt = grade.output_excerpt(failure_blocks_output(2))
+        self.assertIn("test_student.cpp:101: Failure", excerpt)
+        self.assertNotIn("left out", excerpt)
+        self.assertIn("simt: memcheck: out-of-bounds write", grade.output_excerpt(SIMT_CRASH_OUTPUT))
+        self.assertIn("malloc(): corrupted top size", grade.output_excerpt(SIMT_CRASH_OUTPUT))
+
+    def test_capped_in_characters(self):
+        huge_block = "/x/test.cpp:1: Failure\n" + "element 12 differs\n" * 5000
+        excerpt = grade.output_excerpt(huge_block)
+        self.assertLess(len(excerpt), 4096 + 200)
+        self.assertTrue(excerpt.startswith("/x/test.cpp:1: Failure"))
+        self.assertIn("characters left out by the grader", excerpt)
+        # No failure block at all (a crash's noise): its head and its tail.
+        noise = "start\n" + "noise\n" * 5000 + "the end\n"
+        excerpt = grade.output_excerpt(noise)
+        self.assertLess(len(excerpt), 4096 + 200)
+        self.assertTrue(excerpt.startswith("start") and excerpt.endswith("the end"), excerpt[-40:])
+
+    def test_reports_carry_the_excerpt(self):
+        ch = grade.Chapter("01", "x")
+        ch.tests = [grade.TestResult("Ch01Attention.OddShapes", grade.FAILED, "m", 0.1, failure_blocks_output(50))]
+        test = grade.grade_json([ch], {})["chapters"][0]["tests"][0]
+        self.assertEqual(test["output_excerpt"], grade.output_excerpt(failure_blocks_output(50)))
+        self.assertLess(len(test["output_excerpt"]), 4096 + 200)
+        failure = ET.fromstring(grade.junit_xml([ch])).find("testsuite/testcase/failure")
+        self.assertIn("47 more failure block(s) left out", failure.text)
 
 
 class BuildLogTests(unittest.TestCase):
@@ -182,7 +317,8 @@ class ReportTests(unittest.TestCase):
         self.assertEqual((ch1["chapter"], ch1["passed"], ch1["total"]), ("ch01", 1, 4))
         self.assertEqual(ch1["counts"]["crashed"], 1)
         self.assertEqual(ch1["tests"][1]["outcome"], "not-implemented")
-        self.assertNotIn("output_tail", ch1["tests"][0])
+        self.assertNotIn("output_excerpt", ch1["tests"][0])  # passed
+        self.assertEqual(ch1["tests"][2]["output_excerpt"], "boom")
         self.assertEqual(ch2["status"], "did-not-compile")
         self.assertIn("expected ';'", ch2["build_errors"])
 
@@ -297,6 +433,20 @@ class ContainmentTests(unittest.TestCase):
         self.assertEqual(grade.classify(r.returncode, r.timed_out, r.output, "missing")[0], grade.CRASHED)
         r = grade.run_contained(["sh", "-c", "echo not implemented yet: x; exit 1"], 10)
         self.assertEqual((r.returncode, r.timed_out), (1, False))
+
+    def test_a_test_program_killed_after_an_emulator_report(self):
+        # The grader's own path for one test (run_test): a program that prints memcheck's report
+        # and dies of SIGABRT, as a test program does when the emulator aborts it.
+        with tempfile.TemporaryDirectory() as tmp:
+            program = Path(tmp) / "test_ch03_student"
+            program.write_text(f"#!{sys.executable}\nimport os, sys\nsys.stdout.write({SIMT_CRASH_OUTPUT!r})\n"
+                               "sys.stdout.flush()\nos.abort()\n")
+            program.chmod(0o755)
+            result = grade.run_test(program, "Ch03Decode.OddShapes", 10, dict(os.environ), 1)
+        self.assertEqual(result.outcome, grade.CRASHED)
+        self.assertTrue(result.message.startswith("simt: memcheck: out-of-bounds write of 4 bytes at "
+                                                  "decode_attention.cu:71"), result.message)
+        self.assertTrue(result.message.endswith("(killed by SIGABRT)"), result.message)
 
     def test_output_is_capped(self):
         r = grade.run_contained(["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; echo END"], 10,

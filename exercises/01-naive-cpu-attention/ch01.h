@@ -2,9 +2,9 @@
 /// @file ch01.h
 /// Chapter 01 exercises — the contract. Your code goes in the .cpp files beside this header;
 /// the tests in tests/01-naive-cpu-attention/test_student.cpp grade it against the float64
-/// oracle in kernels/attention/. Run them on your code with `cmake --preset exercises && cmake
-/// --build --preset exercises && ctest --preset exercises -L ch01 -L student`, or `./inferlab
-/// grade` (the default preset builds solutions/ instead).
+/// oracle in kernels/attention/. Run them on your code with `./inferlab student test ch01` (it
+/// builds only this chapter and prints each failing test's output), or `./inferlab grade` (the
+/// default preset builds solutions/ instead).
 
 #include <cstdint>
 #include <span>

@@ -19,8 +19,8 @@
 /// and every launch run under several thread schedules (forward, reverse, shuffled) — a missing
 /// `__syncthreads()` makes the result depend on the order and fails, a barrier that some threads
 /// of a block never reach is reported by the emulator with the line. Run them on your code with
-/// `cmake --preset exercises && cmake --build --preset exercises && ctest --preset exercises
-/// -L ch02 -L student` or `./inferlab grade` (the default preset builds solutions/ instead).
+/// `./inferlab student test ch02` (it builds only this chapter and prints each failing test's
+/// output) or `./inferlab grade` (the default preset builds solutions/ instead).
 ///
 /// Each stub's launcher starts with `throw NotImplemented(...)`: delete that line once your
 /// kernel is written.

@@ -24,9 +24,9 @@
 /// 1/2/4/8), a float64 oracle, outputs poisoned with NaN, every byte of the cache compared after
 /// an append, and launches run under several thread schedules (forward, reverse, shuffled). Each
 /// call runs in a sandboxed child process and must launch your kernel (an append that is refused
-/// launches none). Run them on your code with `cmake --preset exercises && cmake --build
-/// --preset exercises && ctest --preset exercises -L ch03 -L student` or `./inferlab grade` (the
-/// default preset builds solutions/ instead). The two exercises are graded separately: the
+/// launches none). Run them on your code with `./inferlab student test ch03` (it builds only
+/// this chapter and prints each failing test's output) or `./inferlab grade` (the default preset
+/// builds solutions/ instead). The two exercises are graded separately: the
 /// decode tests append with the lab's CPU append, and the append tests decode with the lab's CPU
 /// decode.
 ///

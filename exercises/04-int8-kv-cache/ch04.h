@@ -6,9 +6,9 @@
 /// tests/04-int8-kv-cache/test_student.cpp — 4.1 against the definition below, 4.2 on the sim
 /// backend (the SIMT emulator, no GPU needed) against the float64 decode of the dequantized cache
 /// and against the fp32 decode within the error bound derived from the quantization steps
-/// (common/tolerance.h). Run them with `cmake --preset exercises && cmake --build --preset
-/// exercises && ctest --preset exercises -L ch04 -L student`, or `./inferlab grade` (the default
-/// preset builds solutions/ instead). Each stub throws `NotImplemented(...)` after its given
+/// (common/tolerance.h). Run them with `./inferlab student test ch04` (it builds only this
+/// chapter and prints each failing test's output), or `./inferlab grade` (the default preset
+/// builds solutions/ instead). Each stub throws `NotImplemented(...)` after its given
 /// checks: delete that line once your code is written.
 ///
 /// ## Exercise 4.1 — quantize a row with its scale (quantize_row.cpp)

@@ -23,8 +23,8 @@
 /// poisoned with NaN (an element you forget to write fails), and the kernels run on the sim
 /// backend under several thread schedules (forward, reverse, shuffled) — a missing
 /// `__syncthreads()` makes the result depend on the order and fails. Run them on your code with
-/// `cmake --preset exercises && cmake --build --preset exercises && ctest --preset exercises
-/// -L ch05 -L student` or `./inferlab grade` (the default preset builds solutions/ instead).
+/// `./inferlab student test ch05` (it builds only this chapter and prints each failing test's
+/// output) or `./inferlab grade` (the default preset builds solutions/ instead).
 ///
 /// Each stub throws `NotImplemented(...)` after its checks: delete that line once your code is
 /// written.

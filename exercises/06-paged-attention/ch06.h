@@ -24,8 +24,8 @@
 /// independent FNV-1a in the test; 6.3 against the float64 oracle on the sim backend with fresh random inputs,
 /// blocks scattered through the pool, outputs poisoned with NaN and launches run under several
 /// thread schedules (forward, reverse, shuffled). Run them on your code with
-/// `cmake --preset exercises && cmake --build --preset exercises && ctest --preset exercises
-/// -L ch06 -L student` or `./inferlab grade` (the default preset builds solutions/ instead).
+/// `./inferlab student test ch06` (it builds only this chapter and prints each failing test's
+/// output) or `./inferlab grade` (the default preset builds solutions/ instead).
 ///
 /// Each stub throws `NotImplemented(...)` (after the checks that are given): delete that line
 /// once your code is written.

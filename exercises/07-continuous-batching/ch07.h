@@ -19,9 +19,9 @@
 /// tests/07-continuous-batching/student_check.h): hand-written cases that each teach one rule,
 /// then thousands of fresh random cases compared with the engine's own functions — a failure
 /// prints the input, the expected and the returned answer, and the seed (INFERLAB_SEED set to it
-/// replays the run). Run them on your code with `cmake --preset exercises && cmake --build
-/// --preset exercises && ctest --preset exercises -L ch07 -L student` or `./inferlab grade` (the
-/// default preset builds solutions/ instead).
+/// replays the run). Run them on your code with `./inferlab student test ch07` (it builds only
+/// this chapter and prints each failing test's output) or `./inferlab grade` (the default preset
+/// builds solutions/ instead).
 ///
 /// Each stub throws `NotImplemented(...)` after the checks that are given: delete that line once
 /// your code is written.

@@ -35,7 +35,7 @@ const char* kUsage = R"(usage: inferlab <command> [options]
                             replay a request trace through the serving engine (generate --help)
   help                      this text
 
-The ./inferlab launcher at the top of the source tree also offers: test, grade, bench, docs.
+The ./inferlab launcher at the top of the source tree also offers: test, grade, student, bench, docs.
 )";
 
 }  // namespace

@@ -32,9 +32,14 @@ what it does
        timeout          still running after --timeout seconds (its process group is killed)
        skipped          GTEST_SKIP (counts as not passed)
   4. prints a per-chapter table and writes, into --out:
-       grade.json      everything: seed, chapters, scores, each test's outcome, message, time
+       grade.json      everything: seed, chapters, scores, each test's outcome, message, time,
+                       and an excerpt of a failing test's output
        junit.xml       JUnit XML, one <testsuite> per chapter (for CI / LMS import)
-       logs/           build-chNN.log per chapter and chNN/<test>.log per test
+       logs/           build-chNN.log per chapter and chNN/<test>.log per test (full output)
+     A failing or crashed test's message is the emulator's first report when its output has
+     one ("simt: memcheck: out-of-bounds write of 4 bytes at decode_attention.cu:71 ..."),
+     else GoogleTest's first failure. The excerpt (grade.json, junit.xml) is the output's first
+     3 failure blocks, at most 4 KB; logs/ keeps the rest.
 
 score
   chapter score = tests passed / graded tests of the chapter (each TEST is one unit);

@@ -49,6 +49,46 @@ def parse_gtest_xml(text: str | None, test: str) -> str:
     return "not-run"
 
 
+# A report of the SIMT emulator's checkers (memcheck, racecheck, initcheck, barrier divergence, a
+# launch's sticky error, ...): a line that begins with "simt: ", or such a report quoted inside
+# another message (GoogleTest's 'C++ exception with description "... simt: ..."').
+_SIMT_REPORT = re.compile(r"(?:^|(?<=[\s\"'(:]))simt: ", re.MULTILINE)
+# GoogleTest's own lines: the [ RUN      ] / [  FAILED  ] markers, the filter note, the summary.
+_GTEST_FRAME = re.compile(r"^(\[[ =A-Z-]{10}\]|Note: Google Test filter|Running main\(\) from|"
+                          r"\s*\d+ FAILED TESTS?$|\s*YOU HAVE \d+ DISABLED TESTS?$)")
+
+
+def emulator_report(output: str, limit: int = 300) -> str:
+    """The first report of the SIMT emulator in a test's output, as one line of at most `limit`
+    characters ('' when there is none): its first line, from "simt: " on — e.g.
+    "simt: memcheck: out-of-bounds write of 4 bytes at decode_attention.cu:71 (in ...)"."""
+    m = _SIMT_REPORT.search(output)
+    if not m:
+        return ""
+    line = output[m.start():].split("\n", 1)[0].rstrip()
+    # Quoted in an exception's description: drop GoogleTest's closing words.
+    line = re.sub(r'" thrown in (the test body|the test fixture\'s constructor|SetUp\(\)|TearDown\(\))\.$', "",
+                  line)
+    return shorten(line, limit)
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line of at most `limit` characters: whitespace squeezed, then (when still too
+    long) template argument lists folded to <…>, so a report keeps its file:line and kernel name,
+    and last the end cut off with an ellipsis."""
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) > limit:
+        # Innermost lists first; "\0" stands for a folded one until the end.
+        folded = text.replace("\0", "")
+        while len(folded.replace("\0", "<…>")) > limit:
+            inner = re.sub(r"<[^<>]+>", "\0", folded)
+            if inner == folded:
+                break
+            folded = inner
+        text = folded.replace("\0", "<…>")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def failure_message(output: str, limit: int = 300) -> str:
     """A one-line summary of a GoogleTest failure: the first failure block, squeezed."""
     lines = output.splitlines()
@@ -75,7 +115,9 @@ def _squeeze(s: str, limit: int) -> str:
 
 def classify(returncode: int | None, timed_out: bool, output: str, xml_status: str,
              timeout_s: float = 0.0) -> tuple[str, str]:
-    """(outcome, one-line message) of one test run in its own process."""
+    """(outcome, one-line message) of one test run in its own process. The message of a failure
+    or a crash is the emulator's first report when the output holds one (it names the checker and
+    the source line), else GoogleTest's first failure, else the signal or exit status."""
     if timed_out:
         return TIMEOUT, f"timed out after {timeout_s:g} s (process group killed)"
     if returncode is not None and returncode < 0:
@@ -86,7 +128,8 @@ def classify(returncode: int | None, timed_out: bool, output: str, xml_status: s
         msg = f"killed by {sig}"
         if sig == "SIGXFSZ":
             msg += " (output limit)"
-        return CRASHED, msg
+        report = emulator_report(output, 300 - len(msg) - 3)
+        return CRASHED, f"{report} ({msg})" if report else msg
     m = re.search(re.escape(NOT_IMPLEMENTED) + r"(: [A-Za-z0-9_:./<>-]+)?", output)
     if returncode == 0:
         if xml_status == "passed":
@@ -94,11 +137,37 @@ def classify(returncode: int | None, timed_out: bool, output: str, xml_status: s
         if xml_status == "skipped":
             return SKIPPED, "skipped (GTEST_SKIP)"
         if xml_status == "failed":
-            return FAILED, failure_message(output) or "failed"
+            return FAILED, emulator_report(output) or failure_message(output) or "failed"
         return FAILED, "the process exited before the test finished (exit() called from the code under test?)"
     if m:
         return NOT_IMPL, m.group(0).strip()
-    msg = failure_message(output)
+    msg = emulator_report(output) or failure_message(output)
     if not msg:
         msg = f"exit status {returncode}"
     return FAILED, msg
+
+
+def output_excerpt(output: str, max_blocks: int = 3, max_chars: int = 4096) -> str:
+    """What a report shows of a test's output: GoogleTest's own lines dropped, the lines before
+    the first failure (an emulator report printed as the kernel failed, ...), then the first
+    `max_blocks` failure blocks (each from its "file:line: Failure" line on), the rest counted;
+    at most `max_chars` characters (a test that prints no failure block, such as a crash, keeps
+    its head and its tail). The full output stays in logs/."""
+    lines = [l for l in output.splitlines() if not _GTEST_FRAME.match(l)]
+    starts = [i for i, l in enumerate(lines) if l.rstrip().endswith(": Failure")]
+    if starts:
+        shown = starts[max_blocks] if len(starts) > max_blocks else len(lines)
+        text = "\n".join(lines[:shown])
+        if len(starts) > max_blocks:
+            text += (f"\n[... {len(starts) - max_blocks} more failure block(s) left out by the grader;"
+                     " the full output is in logs/ ...]")
+    else:
+        text = "\n".join(lines)
+    text = text.strip("\n")
+    if len(text) <= max_chars:
+        return text
+    note = f"\n[... {len(text) - max_chars} characters left out by the grader; the full output is in logs/ ...]\n"
+    if starts:
+        return text[:max_chars] + note.rstrip("\n")
+    half = max_chars // 2
+    return text[:half] + note + text[-half:]

@@ -265,7 +265,7 @@ def report(run: GradeRun) -> int:
             say(f"  {ch.key} {t.name}: {t.outcome}" + (f" — {t.message}" if t.message else ""))
     meta = {
         "tool": "inferlab grade",
-        "format": 2,
+        "format": 3,  # 3: each test not passed has an output_excerpt (format 2: output_tail)
         "student": {"argument": args.student, "path": str(run.student_dir)},
         "build_dir": str(run.build),
         "seed": run.seed,

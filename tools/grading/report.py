@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from .gtest import output_excerpt
 from .model import (CRASHED, FAILED, FORBIDDEN, GRADED, LAB_BROKEN, MISSING, NO_COMPILE, NO_LINK, NO_LIST,
                     NO_TESTS, NOT_IMPL, NOT_IMPLEMENTED, OUTCOMES, PASSED, SKIPPED, TIMEOUT, Chapter)
 
@@ -83,7 +84,7 @@ def grade_json(chapters: list[Chapter], meta: dict) -> dict:
                 "outcome": t.outcome,
                 "message": t.message,
                 "duration_s": round(t.duration_s, 3),
-                **({"output_tail": t.output[-2000:]} if t.outcome != PASSED else {}),
+                **({"output_excerpt": output_excerpt(t.output)} if t.outcome != PASSED else {}),
             } for t in ch.tests],
         })
     return out
@@ -121,7 +122,7 @@ def junit_xml(chapters: list[Chapter], name: str = "inferlab-grade") -> bytes:
             else:
                 errors += 1
             el = ET.SubElement(case, kind, type=t.outcome, message=xml_text(t.message))
-            el.text = xml_text(t.output[-4000:])
+            el.text = xml_text(output_excerpt(t.output))
         suite.set("tests", str(tests))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
