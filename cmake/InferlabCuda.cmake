@@ -51,6 +51,24 @@ else()
   message(STATUS "InferLab: cuda backend OFF (INFERLAB_CUDA=OFF)")
 endif()
 
+# The emulator's compute-sanitizer (memcheck, racecheck, initcheck: common/simt/detail/checks.h)
+# needs every sim kernel compiled with instrumentation that calls the emulator on each memory
+# access and atomic (-fsanitize=thread's calls; its runtime is not linked: the emulator defines
+# the called functions, and the constructor it adds to each object calls an empty __tsan_init),
+# on array indices and pointer alignment (-fsanitize=bounds,alignment,null, whose handlers the
+# emulator defines too), and with line tables (-g1) so that reports name source lines.
+# Under the asan / tsan presets the sanitizers' own runtimes do the checking instead.
+option(INFERLAB_SIMT_CHECKS "SIMT emulator: compile sim kernels with memcheck/racecheck/initcheck" ON)
+set(INFERLAB_SIMT_CHECK_OPTIONS "")
+if(INFERLAB_SIMT_CHECKS AND NOT INFERLAB_SANITIZE)
+  set(INFERLAB_SIMT_CHECK_OPTIONS
+      -fsanitize=thread --param=tsan-instrument-func-entry-exit=0
+      -fsanitize=bounds,alignment,null -fsanitize-recover=bounds,alignment,null -g1)
+  set(INFERLAB_SIMT_CHECKS_ON ON)
+else()
+  set(INFERLAB_SIMT_CHECKS_ON OFF)
+endif()
+
 # inferlab_add_kernels(<name> SOURCES a.cu b.cu … [LIBS lib …])
 #
 # Compiles each CUDA source twice:
@@ -87,6 +105,7 @@ function(inferlab_add_kernels name)
   endforeach()
 
   add_library(${name}_sim STATIC ${wrappers})
+  target_compile_options(${name}_sim PRIVATE ${INFERLAB_SIMT_CHECK_OPTIONS})
   if(ARG_COMPILE_ENV)
     target_link_libraries(${name}_sim PUBLIC $<LINK_ONLY:inferlab::simt> ${ARG_LIBS} PRIVATE ${ARG_COMPILE_ENV})
   else()

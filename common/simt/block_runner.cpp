@@ -33,10 +33,13 @@ class BlockRunner {
                      static_cast<unsigned>((linear_block / r.grid.x) % r.grid.y),
                      static_cast<unsigned>(linear_block / (uint64_t{r.grid.x} * r.grid.y))};
     if (r.shared_bytes > 0) {
-      if (w_.shared_bytes != r.shared_bytes) {  // exact size, so that ASan sees overruns
-        w_.shared.reset(new unsigned char[r.shared_bytes]);
-        w_.shared_bytes = r.shared_bytes;
-      }
+      // One buffer per worker at the largest size, so that its address never changes; the
+      // checks (or, under ASan, the poisoned tail) bound it to the launch's bytes.
+      if (!w_.shared) w_.shared.reset(new unsigned char[kMaxSharedBytesOptin]);
+#if SIMT_ASAN
+      ASAN_UNPOISON_MEMORY_REGION(w_.shared.get(), kMaxSharedBytesOptin);
+      ASAN_POISON_MEMORY_REGION(w_.shared.get() + r.shared_bytes, kMaxSharedBytesOptin - r.shared_bytes);
+#endif
       std::memset(w_.shared.get(), 0xFF, r.shared_bytes);
     }
     for (unsigned i = 0; i < n_; ++i) {
@@ -49,6 +52,7 @@ class BlockRunner {
       lane.has_resumed_from = false;
     }
     w_.live = n_;
+    checks_begin_block(w_);
     order_.resize(n_);
     for (unsigned i = 0; i < n_; ++i) order_[i] = launch_.schedule.order == Order::reverse ? n_ - 1 - i : i;
 
@@ -65,7 +69,10 @@ class BlockRunner {
         if (launch_.failed.load(std::memory_order_relaxed)) break;
       }
       if (launch_.failed.load(std::memory_order_relaxed)) break;
-      if (w_.live == 0) return;
+      if (w_.live == 0) {
+        checks_end_interval(w_);
+        return;
+      }
       if (resolve_warps()) continue;
       if (!error_.empty()) {
         launch_.fail(error_);
@@ -207,6 +214,7 @@ class BlockRunner {
       }
       resume_from(lane);
     }
+    checks_warp_synchronised(w_.checks, base / 32);
   }
 
   void resume_from(Lane& lane) {
@@ -229,6 +237,9 @@ class BlockRunner {
         return false;
       count += lane.value != 0;
     }
+    // The interval ends here: a read of unwritten memory in it fails the launch now (the
+    // threads stay parked; the caller sees the failure and unwinds them).
+    if (!checks_end_interval(w_)) return true;
     const uint64_t result = count | (uint64_t{n_} << 32);
     for (unsigned i = 0; i < n_; ++i) {
       w_.lanes[i].result = result;
@@ -315,7 +326,8 @@ class BlockRunner {
     return out.str();
   }
 
-  // After an error: unwind every started thread that has not exited (their destructors run).
+  // After an error: unwind every started thread that has not exited (their destructors run). A
+  // thread that a check stopped inside an access counts as exited: it is never resumed.
   void unwind() {
     for (unsigned i = 0; i < n_; ++i) {
       Lane& lane = w_.lanes[i];

@@ -2,6 +2,8 @@
 /// @file internal.h
 /// Shared state of the emulator's own sources (not for kernels or tests).
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "simt/simt.h"
@@ -14,6 +16,9 @@ namespace simt::detail {
 cudaError_t sticky_error();
 cudaError_t set_error(cudaError_t error, const std::string& message, bool sticky);
 void reset_errors();
+
+// Whether [address, address + bytes) lies in memory from cudaMallocHost (which kernels may read).
+bool in_pinned_host_memory(uintptr_t address, size_t bytes);
 
 // cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
 int max_dynamic_shared_bytes(const void* kernel);

@@ -99,6 +99,7 @@ cudaError_t run_launch(const LaunchRequest& request) {
   launch.request = &request;
   launch.kernel = kernel_name(request.kernel, request.site);
   launch.schedule = schedule();
+  launch.checks = checks();
   last_record = LaunchRecord{launch.kernel, where(request.site), request.grid, request.block, request.shared_bytes};
 
   const uint3 b = request.block, g = request.grid;

@@ -15,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "simt/detail/device_memory.h"
 #include "simt/internal.h"
 
 namespace simt::detail {
@@ -26,10 +27,7 @@ cudaError_t sticky = cudaSuccess;
 std::string error_text;
 
 std::mutex memory_mutex;
-std::map<uintptr_t, size_t> device_allocations;  // base -> bytes
-std::set<void*> host_allocations;
-size_t device_bytes_in_use = 0;
-size_t device_bytes_peak = 0;  // the most device_bytes_in_use reached since the last reset
+std::map<uintptr_t, size_t> host_allocations;  // cudaMallocHost: base -> bytes
 
 std::mutex attribute_mutex;
 std::unordered_map<const void*, int> dynamic_shared_limits;
@@ -52,31 +50,8 @@ cudaError_t fail(cudaError_t error, const std::string& what) {
   return set_error(error, "simt: " + what, false);
 }
 
-// "" when [pointer, pointer + bytes) lies inside one device allocation, else why not.
-std::string device_range_problem(const void* pointer, size_t bytes, const char* role) {
-  const auto address = reinterpret_cast<uintptr_t>(pointer);
-  std::lock_guard lock(memory_mutex);
-  auto it = device_allocations.upper_bound(address);
-  if (it == device_allocations.begin())
-    return std::string(role) + " is not device memory (allocate it with cudaMalloc)";
-  --it;
-  const uintptr_t base = it->first;
-  const size_t size = it->second;
-  if (address >= base + size && !(size == 0 && address == base))
-    return std::string(role) + " is not device memory (allocate it with cudaMalloc)";
-  if (address - base + bytes > size)
-    return std::string(role) + ": " + std::to_string(bytes) + " bytes at offset " + std::to_string(address - base) +
-           " overrun its " + std::to_string(size) + "-byte allocation";
-  return "";
-}
-
 bool is_device(const void* pointer) {
-  const auto address = reinterpret_cast<uintptr_t>(pointer);
-  std::lock_guard lock(memory_mutex);
-  auto it = device_allocations.upper_bound(address);
-  if (it == device_allocations.begin()) return false;
-  --it;
-  return address < it->first + std::max<size_t>(it->second, 1);
+  return in_device_heap(reinterpret_cast<uintptr_t>(pointer));
 }
 
 size_t physical_memory() {
@@ -84,6 +59,14 @@ size_t physical_memory() {
 }
 
 }  // namespace
+
+bool in_pinned_host_memory(uintptr_t address, size_t bytes) {
+  std::lock_guard lock(memory_mutex);
+  auto it = host_allocations.upper_bound(address);
+  if (it == host_allocations.begin()) return false;
+  --it;
+  return address - it->first + bytes <= it->second;
+}
 
 cudaError_t sticky_error() {
   std::lock_guard lock(error_mutex);
@@ -124,16 +107,13 @@ void set_max_dynamic_shared_bytes(const void* kernel, int bytes) {
 
 namespace simt {
 size_t device_bytes_in_use() {
-  std::lock_guard lock(detail::memory_mutex);
-  return detail::device_bytes_in_use;
+  return detail::device_bytes_now();
 }
 size_t device_bytes_peak() {
-  std::lock_guard lock(detail::memory_mutex);
-  return detail::device_bytes_peak;
+  return detail::device_bytes_high_water();
 }
 void reset_device_bytes_peak() {
-  std::lock_guard lock(detail::memory_mutex);
-  detail::device_bytes_peak = detail::device_bytes_in_use;
+  detail::reset_device_high_water();
 }
 std::string last_error_message() {
   std::lock_guard lock(detail::error_mutex);
@@ -149,38 +129,21 @@ using simt::detail::sticky_error;
 cudaError_t simt_cudaMalloc(void** pointer, size_t bytes) {
   if (pointer == nullptr) return fail(cudaErrorInvalidValue, "cudaMalloc: the result pointer is null");
   if (const cudaError_t e = sticky_error(); e != cudaSuccess) return e;
-  void* memory = nullptr;
-  // Exactly the requested size (ASan sees the end), 256-byte aligned like cudaMalloc.
-  if (posix_memalign(&memory, 256, bytes == 0 ? 1 : bytes) != 0 || memory == nullptr) {
+  // Page-aligned (cudaMalloc promises 256 bytes) and followed by a guard page: see device_memory.h.
+  void* memory = simt::detail::device_allocate(bytes);
+  if (memory == nullptr) {
     *pointer = nullptr;
     return fail(cudaErrorMemoryAllocation, "cudaMalloc: out of memory for " + std::to_string(bytes) + " bytes");
   }
   std::memset(memory, 0xFF, bytes);  // poison: reading an element nobody wrote shows up (NaN, -1)
-  {
-    std::lock_guard lock(simt::detail::memory_mutex);
-    simt::detail::device_allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
-    simt::detail::device_bytes_in_use += bytes;
-    simt::detail::device_bytes_peak = std::max(simt::detail::device_bytes_peak, simt::detail::device_bytes_in_use);
-  }
   *pointer = memory;
   return cudaSuccess;
 }
 
 cudaError_t simt_cudaFree(void* pointer) {
   if (pointer == nullptr) return sticky_error();
-  bool found = false;
-  {
-    std::lock_guard lock(simt::detail::memory_mutex);
-    auto it = simt::detail::device_allocations.find(reinterpret_cast<uintptr_t>(pointer));
-    if (it != simt::detail::device_allocations.end()) {
-      simt::detail::device_bytes_in_use -= it->second;
-      simt::detail::device_allocations.erase(it);
-      found = true;
-    }
-  }
-  if (!found)
+  if (!simt::detail::device_release(pointer))
     return fail(cudaErrorInvalidValue, "cudaFree: the pointer was not returned by cudaMalloc (or was freed already)");
-  std::free(pointer);  // always freed, even after a fault, so that leak checkers stay quiet
   return sticky_error();
 }
 
@@ -190,7 +153,7 @@ cudaError_t simt_cudaMallocHost(void** pointer, size_t bytes) {
   if (posix_memalign(&memory, 256, bytes == 0 ? 1 : bytes) != 0)
     return fail(cudaErrorMemoryAllocation, "cudaMallocHost: out of memory");
   std::lock_guard lock(simt::detail::memory_mutex);
-  simt::detail::host_allocations.insert(memory);
+  simt::detail::host_allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
   *pointer = memory;
   return cudaSuccess;
 }
@@ -199,7 +162,7 @@ cudaError_t simt_cudaFreeHost(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
   {
     std::lock_guard lock(simt::detail::memory_mutex);
-    if (simt::detail::host_allocations.erase(pointer) == 0) pointer = nullptr;
+    if (simt::detail::host_allocations.erase(reinterpret_cast<uintptr_t>(pointer)) == 0) pointer = nullptr;
   }
   if (pointer == nullptr)
     return fail(cudaErrorInvalidValue, "cudaFreeHost: the pointer was not returned by cudaMallocHost");
@@ -221,6 +184,7 @@ cudaError_t simt_cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (!problem.empty())
     return fail(cudaErrorInvalidValue, "cudaMemcpy of " + std::to_string(bytes) + " bytes: " + problem);
   std::memmove(dst, src, bytes);
+  if (dst_device) simt::detail::mark_device_written(dst, bytes);
   return cudaSuccess;
 }
 
@@ -234,6 +198,7 @@ cudaError_t simt_cudaMemset(void* pointer, int value, size_t bytes) {
   if (const std::string problem = simt::detail::device_range_problem(pointer, bytes, "the pointer"); !problem.empty())
     return fail(cudaErrorInvalidValue, "cudaMemset of " + std::to_string(bytes) + " bytes: " + problem);
   std::memset(pointer, value, bytes);
+  simt::detail::mark_device_written(pointer, bytes);
   return cudaSuccess;
 }
 
@@ -255,10 +220,9 @@ cudaError_t simt_cudaMemcpyFromSymbolAddress(void* dst, const void* symbol, size
 
 cudaError_t simt_cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   const size_t total = simt::detail::physical_memory();
-  std::lock_guard lock(simt::detail::memory_mutex);
   if (total_bytes != nullptr) *total_bytes = total;
-  if (free_bytes != nullptr)
-    *free_bytes = total > simt::detail::device_bytes_in_use ? total - simt::detail::device_bytes_in_use : 0;
+  const size_t used = simt::detail::device_bytes_now();
+  if (free_bytes != nullptr) *free_bytes = total > used ? total - used : 0;
   return cudaSuccess;
 }
 
@@ -303,6 +267,8 @@ const char* simt_cudaGetErrorName(cudaError_t error) {
       return "cudaErrorNotReady";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
     case cudaErrorInvalidDeviceFunction:
       return "cudaErrorInvalidDeviceFunction";
     default:
@@ -328,6 +294,8 @@ const char* simt_cudaGetErrorString(cudaError_t error) {
       return "device not ready";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered";
     case cudaErrorInvalidDeviceFunction:
       return "invalid device function";
     default:

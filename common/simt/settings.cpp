@@ -1,5 +1,6 @@
 // The emulator's settings: the schedule (set_schedule(), else SIMT_SCHEDULE), the number of
-// workers (set_workers(), else SIMT_WORKERS) and the fiber stack size (SIMT_STACK_KIB).
+// workers (set_workers(), else SIMT_WORKERS), the checks (set_checks(), else SIMT_CHECK) and the
+// fiber stack size (SIMT_STACK_KIB).
 
 #include <algorithm>
 #include <cstdlib>
@@ -20,6 +21,8 @@ std::mutex settings_mutex;
 bool schedule_set = false;
 Schedule current_schedule;
 int worker_count = 0;
+bool checks_set = false;
+Checks current_checks;
 
 Schedule schedule_from_environment() {
   const char* text = std::getenv("SIMT_SCHEDULE");
@@ -94,6 +97,54 @@ int workers() {
   std::lock_guard lock(detail::settings_mutex);
   if (detail::worker_count == 0) detail::worker_count = detail::workers_from_environment();
   return detail::worker_count;
+}
+
+Checks Checks::parse(std::string_view text) {
+  if (text == "all") return Checks{};
+  if (text == "none") return Checks{false, false, false};
+  Checks result{false, false, false};
+  std::string_view rest = text;
+  for (bool more = true; more;) {
+    const size_t comma = rest.find(',');
+    const std::string_view name = rest.substr(0, comma);
+    more = comma != std::string_view::npos;
+    if (name == "memcheck")
+      result.memcheck = true;
+    else if (name == "racecheck")
+      result.racecheck = true;
+    else if (name == "initcheck")
+      result.initcheck = true;
+    else
+      throw std::invalid_argument("SIMT_CHECK = " + std::string(text) +
+                                  ": must be all, none, or a comma list of memcheck, racecheck, initcheck");
+    if (more) rest = rest.substr(comma + 1);
+  }
+  return result;
+}
+
+std::string Checks::to_string() const {
+  if (memcheck && racecheck && initcheck) return "all";
+  if (!any()) return "none";
+  std::string text;
+  for (const auto& [on, name] : {std::pair{memcheck, "memcheck"}, {racecheck, "racecheck"}, {initcheck, "initcheck"}})
+    if (on) text += (text.empty() ? "" : ",") + std::string(name);
+  return text;
+}
+
+Checks checks() {
+  std::lock_guard lock(detail::settings_mutex);
+  if (!detail::checks_set) {
+    const char* text = std::getenv("SIMT_CHECK");
+    detail::current_checks = text == nullptr || *text == '\0' ? Checks{} : Checks::parse(text);
+    detail::checks_set = true;
+  }
+  return detail::current_checks;
+}
+
+void set_checks(Checks value) {
+  std::lock_guard lock(detail::settings_mutex);
+  detail::current_checks = value;
+  detail::checks_set = true;
 }
 
 void set_workers(int count) {

@@ -83,7 +83,8 @@ TEST(SimtRuntime, MemoryIsPoisonedAndBoundsChecked) {
   ASSERT_EQ(cudaMemcpy(host.data(), device, host.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   for (float v : host) EXPECT_TRUE(std::isnan(v)) << "fresh device memory is poisoned";
   EXPECT_EQ(cudaMemcpy(device, host.data(), 11 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
-  EXPECT_THAT(simt::last_error_message(), HasSubstr("overrun its 40-byte allocation"));
+  EXPECT_THAT(simt::last_error_message(), HasSubstr("of the 40-byte allocation"));
+  EXPECT_THAT(simt::last_error_message(), HasSubstr("its last 4 of 44 bytes are past its end"));
   EXPECT_EQ(cudaMemcpy(host.data(), host.data() + 1, sizeof(float), cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
   EXPECT_THAT(simt::last_error_message(), HasSubstr("not device memory"));
   EXPECT_EQ(cudaMemset(device + 2, 0, 8 * sizeof(float)), cudaSuccess);

@@ -36,8 +36,12 @@ std::string expect_launch_failure(cudaError_t status) {
 }
 
 // ---- races: found by comparing schedules -------------------------------------------------------
+// racecheck reports these first (test_checks.cpp); here it is off, to prove that the comparison
+// of schedules (the race detector of the asan/tsan presets, and the one for device memory) sees
+// them too.
 
 TEST(SimtWrongKernels, MissingBarrierAfterSharedLoadIsARace) {
+  const simt::ScopedChecks no_racecheck(simt::Checks::parse("memcheck"));
   testing::SeededRng rng;
   const int count = 200;
   DeviceBuffer<float> in(random_floats(rng, count)), out(count);
@@ -53,6 +57,7 @@ TEST(SimtWrongKernels, MissingBarrierAfterSharedLoadIsARace) {
 }
 
 TEST(SimtWrongKernels, MissingSecondBarrierInTiledLoopIsARace) {
+  const simt::ScopedChecks no_racecheck(simt::Checks::parse("memcheck"));
   testing::SeededRng rng;
   const int m = 20, n = 18, k = 50;
   DeviceBuffer<float> a(random_floats(rng, m * k)), b(random_floats(rng, k * n)), c(m * n);
@@ -66,6 +71,7 @@ TEST(SimtWrongKernels, MissingSecondBarrierInTiledLoopIsARace) {
 }
 
 TEST(SimtWrongKernels, WarpSynchronousTailWithoutSyncwarpIsARace) {
+  const simt::ScopedChecks no_racecheck(simt::Checks::parse("memcheck"));
   testing::SeededRng rng;
   const int count = 500, blocks = 2;
   DeviceBuffer<float> in(random_floats(rng, count)), partial(blocks);
@@ -129,7 +135,7 @@ TEST(SimtWrongKernels, EveryScheduleReportsTheFault) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the helper resets the device after a fault";
 }
 
-// ---- out of bounds: AddressSanitizer / UBSan (asan preset) ------------------------------------
+// ---- out of bounds: memcheck (default build) or AddressSanitizer / UBSan (asan preset) ----------
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kAsan = true;
@@ -137,27 +143,40 @@ constexpr bool kAsan = true;
 constexpr bool kAsan = false;
 #endif
 
-TEST(SimtWrongKernelsDeathTest, OutOfBoundsGlobalWriteIsCaughtByAsan) {
-  if (!kAsan)
-    GTEST_SKIP() << "out-of-bounds accesses are caught under the asan preset (AddressSanitizer); "
-                    "this build is not instrumented";
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+TEST(SimtWrongKernelsDeathTest, OutOfBoundsGlobalWriteIsCaught) {
   const int count = 45;
+  if (simt::checks_compiled()) {
+    DeviceBuffer<float> out(count);
+    const std::string message = expect_launch_failure(out_of_bounds_write(out.data(), count));
+    EXPECT_THAT(message, HasSubstr("simt: memcheck: out-of-bounds write of 4 bytes at wrong_kernels.cu:"));
+    EXPECT_THAT(message, HasSubstr("out_of_bounds_write_kernel"));
+    EXPECT_THAT(message, HasSubstr("by thread (13,0,0)"));
+    EXPECT_THAT(message, HasSubstr("block (1,0,0)"));
+    return;
+  }
+  if (!kAsan) GTEST_SKIP() << "neither the emulator's checks nor AddressSanitizer are compiled in (tsan preset)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
         float* out = nullptr;
         cudaMalloc(&out, count * sizeof(float));
         out_of_bounds_write(out, count);
       },
-      "heap-buffer-overflow(.|\n)*out_of_bounds_write_kernel(.|\n)*wrong_kernels.cu:[0-9]+(.|\n)*"
+      "(heap-buffer-overflow|unknown-crash|SEGV)(.|\n)*out_of_bounds_write_kernel(.|\n)*wrong_kernels.cu:[0-9]+(.|\n)*"
       "simt: the fault above happened in kernel 'inferlab::sim::simt_tests::out_of_bounds_write_kernel"
       "(.|\n)*block \\(1,0,0\\)(.|\n)*thread \\(13,0,0\\)");
 }
 
-TEST(SimtWrongKernelsDeathTest, StaticSharedOverflowIsCaughtByBoundsSanitizer) {
-  if (!kAsan)
-    GTEST_SKIP() << "static __shared__ overflows are caught under the asan preset (-fsanitize=bounds); "
-                    "this build is not instrumented";
+TEST(SimtWrongKernelsDeathTest, StaticSharedOverflowIsCaught) {
+  if (simt::checks_compiled()) {
+    DeviceBuffer<float> out(33);
+    const std::string message = expect_launch_failure(static_shared_overflow(out.data()));
+    EXPECT_THAT(message, HasSubstr("simt: memcheck: out-of-bounds index 32 into an array of type 'float [32]' at "
+                                   "wrong_kernels.cu:"));
+    EXPECT_THAT(message, HasSubstr("by thread (32,0,0)"));
+    return;
+  }
+  if (!kAsan) GTEST_SKIP() << "neither the emulator's checks nor UBSan are compiled in (tsan preset)";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {

@@ -289,6 +289,9 @@ IsolatedRun run_in_process(const std::function<std::vector<std::byte>()>& call, 
 IsolatedRun run_isolated_raw(const std::function<std::vector<std::byte>()>& call, std::vector<std::byte>& result) {
   result.clear();
   if (!isolation_enabled()) return run_in_process(call, result);
+  // The emulator's reports name source lines from the program's line tables: load them here,
+  // once, since the sandboxed child may not open the executable.
+  simt::prepare_reports();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("isolation: pipe() failed");
   std::fflush(nullptr);

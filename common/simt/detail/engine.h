@@ -12,6 +12,8 @@
 //   launch.cpp        the launch entry point and the pool of OS threads that blocks are spread over
 //   messages.cpp      how messages name things: source lines, dimensions, operations, kernels
 //   watch.cpp         simt::watch_writes(): which thread wrote a watched byte range
+//   checks.cpp        memcheck, racecheck, initcheck (detail/checks.h); symbolize.cpp: source
+//                     lines of the reports; device_memory.cpp: the device heap
 
 #include <atomic>
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "simt/detail/checks.h"
 #include "simt/detail/messages.h"
 #include "simt/internal.h"
 
@@ -135,8 +138,8 @@ struct Worker {
   Lane* current = nullptr;
   Launch* launch = nullptr;
   unsigned live = 0;
-  std::unique_ptr<unsigned char[]> shared;
-  size_t shared_bytes = 0;
+  std::unique_ptr<unsigned char[]> shared;  // dynamic shared memory: kMaxSharedBytesOptin bytes, made once
+  CheckState checks;
 #if SIMT_USE_BOOST_CONTEXT
   boost::context::detail::fcontext_t scheduler = nullptr;
 #else
@@ -160,6 +163,7 @@ struct Launch {
   const LaunchRequest* request = nullptr;
   std::string kernel;
   Schedule schedule;
+  Checks checks;
   uint64_t blocks = 0;
   unsigned threads = 0;
   std::atomic<uint64_t> next{0};

@@ -2,6 +2,7 @@
 /// @file launch.h
 /// simt::launch and the emulator's controls (g++ only; included by simt/simt.h).
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <source_location>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -55,6 +57,52 @@ class ScopedSchedule {
  private:
   Schedule previous_;
 };
+
+/// The emulator's compute-sanitizer: the checks it runs on every launch (all of them unless
+/// set_checks() or SIMT_CHECK say otherwise). A check that fires stops the faulty thread before
+/// its access, and its report (kernel, block, thread, source line) becomes the launch's sticky
+/// error. See docs/pages/sanitizer.md.
+struct Checks {
+  bool memcheck = true;   ///< out-of-bounds, misaligned, null and freed accesses; host code touching device memory
+  bool racecheck = true;  ///< shared-memory hazards: two threads, one writing, no barrier between them
+  bool initcheck = true;  ///< reads of shared memory the block never wrote, of device memory never written
+
+  /// Parses "all", "none" or a comma-separated list of memcheck, racecheck, initcheck; throws
+  /// std::invalid_argument otherwise.
+  static Checks parse(std::string_view text);
+  /// "all", "none" or the list of the enabled checks (parse() reads it back).
+  std::string to_string() const;
+  /// Whether any check is on.
+  bool any() const { return memcheck || racecheck || initcheck; }
+  /// Two settings are equal when every check is.
+  bool operator==(const Checks&) const = default;
+};
+
+/// Whether the kernels of this build carry the checks' instrumentation (false under the asan and
+/// tsan presets, where AddressSanitizer / ThreadSanitizer check instead).
+bool checks_compiled();
+/// The checks of the next launches: set_checks(), else SIMT_CHECK, else all.
+Checks checks();
+/// Sets the checks for the next launches of the whole process.
+void set_checks(Checks checks);
+
+/// Sets the checks for the lifetime of this object and restores the previous ones afterwards.
+class ScopedChecks {
+ public:
+  /// Switches to @p checks.
+  explicit ScopedChecks(Checks checks) : previous_(simt::checks()) { set_checks(checks); }
+  /// Restores the previous checks.
+  ~ScopedChecks() { set_checks(previous_); }
+  ScopedChecks(const ScopedChecks&) = delete;             ///< not copyable
+  ScopedChecks& operator=(const ScopedChecks&) = delete;  ///< not copyable
+
+ private:
+  Checks previous_;
+};
+
+/// Loads the program's line tables and symbols now, so that later reports can name source lines
+/// even where files can no longer be opened (a test's sandbox calls it before it closes the door).
+void prepare_reports();
 
 /// OS threads that run blocks: set_workers(), else SIMT_WORKERS, else the number of cores.
 int workers();
@@ -119,6 +167,13 @@ class BlockBody {
   void (*call_)(void*);
 };
 
+/// A pointer argument of a launch: reports name the argument whose allocation a fault touched.
+struct PointerArgument {
+  const void* value;
+  const char* type;  // mangled (typeid().name())
+  unsigned index;    // 0-based position in the kernel's parameter list
+};
+
 struct LaunchRequest {
   const void* kernel;
   uint3 grid;
@@ -126,7 +181,35 @@ struct LaunchRequest {
   size_t shared_bytes;
   std::source_location site;
   BlockBody body;
+  const PointerArgument* pointers = nullptr;
+  unsigned pointer_count = 0;
+  // The launching frame's copy of the arguments (and the call that hands them to each thread):
+  // the only host memory that every thread reads.
+  uintptr_t frame_low = 0, frame_high = 0;
 };
+
+template <class... Objects>
+void frame_span(uintptr_t& low, uintptr_t& high, const Objects&... objects) {
+  low = ~uintptr_t{0};
+  high = 0;
+  ((low = std::min(low, reinterpret_cast<uintptr_t>(&objects)),
+    high = std::max(high, reinterpret_cast<uintptr_t>(&objects) + sizeof(Objects))),
+   ...);
+}
+
+template <class Tuple, size_t... I>
+unsigned collect_pointers(const Tuple& parameters, PointerArgument* out, std::index_sequence<I...>) {
+  unsigned count = 0;
+  (
+      [&] {
+        using T = std::tuple_element_t<I, Tuple>;
+        if constexpr (std::is_pointer_v<T>)
+          out[count++] = PointerArgument{static_cast<const void*>(std::get<I>(parameters)), typeid(T).name(),
+                                         static_cast<unsigned>(I)};
+      }(),
+      ...);
+  return count;
+}
 
 cudaError_t run_launch(const LaunchRequest& request);
 
@@ -159,11 +242,16 @@ template <class... Params, class... Args>
 cudaError_t launch(void (*kernel)(Params...), GridArg grid, dim3 block, size_t shared_bytes,
                    [[maybe_unused]] cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "simt::launch: wrong number of kernel arguments");
-  std::tuple<std::decay_t<Params>...> parameters(std::forward<Args>(args)...);
+  using Parameters = std::tuple<std::decay_t<Params>...>;
+  Parameters parameters(std::forward<Args>(args)...);
   auto body = [&]() { std::apply(kernel, parameters); };
-  return detail::run_launch(detail::LaunchRequest{reinterpret_cast<const void*>(kernel), grid.dims,
-                                                  uint3{block.x, block.y, block.z}, shared_bytes, grid.site,
-                                                  detail::BlockBody(body)});
+  detail::PointerArgument pointers[sizeof...(Params) + 1];
+  const unsigned pointer_count =
+      detail::collect_pointers(parameters, pointers, std::make_index_sequence<sizeof...(Params)>{});
+  detail::LaunchRequest request{reinterpret_cast<const void*>(kernel), grid.dims, uint3{block.x, block.y, block.z},
+                                shared_bytes, grid.site, detail::BlockBody(body), pointers, pointer_count};
+  detail::frame_span(request.frame_low, request.frame_high, parameters, body, kernel, request);
+  return detail::run_launch(request);
 }
 
 }  // namespace sim_abi

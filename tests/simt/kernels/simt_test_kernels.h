@@ -92,4 +92,20 @@ cudaError_t static_shared_overflow(float* out);
 // 33 threads with the full mask: lane 32 is in a second, 1-thread warp that asks for 32 lanes.
 cudaError_t shuffle_missing_lanes(float* out);
 
+// ---- kernels with the bugs students make most (checked_kernels.cu; test_checks.cpp) -------------
+
+cudaError_t dynamic_shared_overrun(const float* in, float* out, int threads);
+cudaError_t global_overrun(const float* in, float* out, int count);
+cudaError_t read_after(const float* in, float* out, int count);
+cudaError_t misaligned_vector(const float* in, float* out, int threads);
+cudaError_t static_shared_index(float* out);
+cudaError_t unsynchronised_total(const float* in, float* out, int threads);
+cudaError_t two_reductions(const float* in, float* out, int blocks, int threads);
+cudaError_t colliding_writes(float* out);
+cudaError_t unwritten_shared(float* out);
+cudaError_t unwritten_dynamic(float* out, int threads);
+cudaError_t accumulate(const float* in, float* sum, int count);
+cudaError_t clean_histogram(const int* values, int count, unsigned* bins);
+cudaError_t clean_warp_tail(const float* in, float* out);
+
 }  // namespace inferlab::INFERLAB_BACKEND_NS::simt_tests
