@@ -406,6 +406,33 @@ class IntegrityTests(unittest.TestCase):
         exercises = root / "exercises"
         self.assertIsNone(integrity.include_problem(exercises / "01-naive-cpu-attention" / "softmax_row.cpp", exercises, build))
 
+    def test_the_instrumentation_constructor_is_the_only_startup_code_allowed(self):
+        # The sim build compiles student kernels with -fsanitize=thread's calls, whose constructor
+        # only jumps to __tsan_init; a student's own constructor (any priority) is still refused.
+        import shutil
+        import subprocess
+        from grading import integrity
+        if shutil.which("g++") is None or shutil.which("objdump") is None:
+            self.skipTest("needs g++ and binutils")
+        flags = ["-O2", "-c", "-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"]
+        sources = {
+            "clean": "float load(const float* p) { return *p; }\n",
+            "evil": "#include <cstdio>\n__attribute__((constructor(99))) static void evil() { std::puts(\"x\"); }\n"
+                    "float load(const float* p) { return *p; }\n",
+            "global": "#include <string>\nstd::string name = std::to_string(42);\n",
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            found = {}
+            for name, text in sources.items():
+                source, obj, lib = Path(tmp) / f"{name}.cpp", Path(tmp) / f"{name}.o", Path(tmp) / f"lib{name}.a"
+                source.write_text(text)
+                subprocess.run(["g++", *flags, "-w", str(source), "-o", str(obj)], check=True)
+                subprocess.run(["ar", "rcs", str(lib), str(obj)], check=True)
+                found[name] = integrity.check_startup(lib)
+        self.assertEqual(found["clean"], [])
+        self.assertEqual(found["evil"], [".init_array.00099 in evil.o"])
+        self.assertTrue(any(f.startswith(".init_array in global.o") for f in found["global"]), found["global"])
+
     def test_expect_zero_needs_a_built_chapter_with_no_pass(self):
         ch = grade.Chapter("04", "int8-kv-cache")
         ch.tests = [grade.TestResult("A.b", grade.FAILED), grade.TestResult("A.c", grade.PASSED)]
