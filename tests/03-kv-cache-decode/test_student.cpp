@@ -89,7 +89,8 @@ void require_a_launch(const char* exercise, const testing::IsolatedRun& run, con
   }
   g_last_kernel = note.kernel;
   if (g_last_kernel.find(note.launched_at) == std::string::npos)
-    g_last_kernel = "'" + g_last_kernel + "' launched at " + note.launched_at;
+    g_last_kernel =
+        "'" + g_last_kernel + "', launched at " + note.launched_at + " (where it was launched, not the faulty line)";
 }
 
 // @p result, with the kernel the student's code launched last when it failed as a race (the

@@ -511,15 +511,18 @@ void isolated_reduce(const Tensor<float>& partial_out, const Tensor<float>& part
   const Partials p = split_partials(q, cache, c, rng);
 
   Tensor<float> out;
-  const ::testing::AssertionResult same = testing::host_same_under_schedules(
-      [&](Tensor<float>& o) { isolated_reduce(p.out, p.max, p.sum, o); }, q.shape(), &out);
+  const AxisNames axes{"sequence", "head", "channel"};  // out [batch, num_heads, head_dim]
+  const ::testing::AssertionResult same =
+      testing::host_same_under_schedules([&](Tensor<float>& o) { isolated_reduce(p.out, p.max, p.sum, o); }, q.shape(),
+                                         &out, testing::default_schedules(), testing::element_name(q.shape(), axes));
   if (!same)
-    return ::testing::AssertionFailure() << c.name() << ": " << same.message() << " (seed " << rng.seed() << ")";
+    return ::testing::AssertionFailure() << c.name() << ": " << same.message() << "\n  "
+                                         << testing::seed_note(rng.seed());
   const Comparison comparison =
-      compare_to_oracle(out, decode_reference(q, cache), attention_tolerance(Precision::fp32, p.max_abs_logit));
+      compare_to_oracle(out, decode_reference(q, cache), attention_tolerance(Precision::fp32, p.max_abs_logit), axes);
   if (!comparison.ok) {
-    return ::testing::AssertionFailure() << c.name() << ": " << comparison.report() << "\n  seed " << rng.seed()
-                                         << " (" << testing::replay_hint(rng.seed()) << ")";
+    return ::testing::AssertionFailure() << c.name() << ": " << comparison.report() << "\n  "
+                                         << testing::seed_note(rng.seed());
   }
   return ::testing::AssertionSuccess();
 }

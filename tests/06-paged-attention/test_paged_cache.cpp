@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "kernels/kv/cuda_append.h"
 #include "kernels/kv/kv_cache.h"
+#include "tests/support/decode_check.h"
 #include "tests/support/seeded.h"
 #include "tests/support/test_backend.h"
 
@@ -170,14 +171,23 @@ TEST(PagedCache, CopyAndPoisonABlockInEveryLayer) {
     cache.copy_block(1, 4);  // sequence 0's partly filled second block → block 4 for sequence 1
     cache.set_block_table(1, second);
     cache.set_lengths({6, 2});
+    int64_t differing = 0;
+    std::string first_wrong;  // the first element of sequence 1 that is not its copy
     for (int64_t layer = 0; layer < 3; ++layer)
       for (int64_t g = 0; g < 2; ++g)
         for (int64_t t = 0; t < 2; ++t)
-          for (int64_t c = 0; c < 16; ++c) {
-            const float want = cache.key(0, g, 4 + t, c, layer), got = cache.key(1, g, t, c, layer);
-            EXPECT_EQ(std::memcmp(&want, &got, 4), 0) << format.name() << " layer " << layer;
-            EXPECT_EQ(cache.value(0, g, 4 + t, c, layer), cache.value(1, g, t, c, layer)) << format.name();
-          }
+          for (int64_t c = 0; c < 16; ++c)
+            for (const bool value : {false, true}) {
+              const float want = value ? cache.value(0, g, 4 + t, c, layer) : cache.key(0, g, 4 + t, c, layer);
+              const float got = value ? cache.value(1, g, t, c, layer) : cache.key(1, g, t, c, layer);
+              if (std::memcmp(&want, &got, 4) == 0 || differing++ > 0) continue;
+              first_wrong = std::string(value ? "V" : "K") + " (sequence 1, KV head " + std::to_string(g) + ", token " +
+                            std::to_string(t) + ", channel " + std::to_string(c) + ", layer " + std::to_string(layer) +
+                            ") = " + std::to_string(got) + ", sequence 0's token " + std::to_string(4 + t) + " holds " +
+                            std::to_string(want);
+            }
+    EXPECT_EQ(differing, 0) << format.name() << ": " << differing << " elements of block 4 are not copies of "
+                            << "block 1's; the first: " << first_wrong;
     cache.poison_block(4);
     for (int64_t layer = 0; layer < 3; ++layer) EXPECT_TRUE(std::isnan(cache.value(1, 1, 1, 7, layer))) << format.name();
     EXPECT_FALSE(std::isnan(cache.value(0, 1, 5, 7, 2))) << "poisoning block 4 touched block 1";
@@ -218,12 +228,21 @@ TEST(PagedCache, SlotWriteEqualsTheCpuWrite) {
             }
         by_prefill.prefill(2, k2, v2);
         expected.set_lengths({0, 0, 8});
+        int64_t differing = 0;
+        std::string first;  // the first element the slot write and the prefill disagree on
         for (int64_t g = 0; g < 2; ++g)
           for (int64_t t = 3; t < 8; ++t)
-            for (int64_t c = 0; c < 24; ++c) {
-              EXPECT_EQ(expected.key(2, g, t, c), by_prefill.key(2, g, t, c)) << format.name();
-              EXPECT_EQ(expected.value(2, g, t, c), by_prefill.value(2, g, t, c)) << format.name();
-            }
+            for (int64_t c = 0; c < 24; ++c)
+              for (const bool value : {false, true}) {
+                const float want = value ? by_prefill.value(2, g, t, c) : by_prefill.key(2, g, t, c);
+                const float got = value ? expected.value(2, g, t, c) : expected.key(2, g, t, c);
+                if (got == want || differing++ > 0) continue;
+                first = std::string(value ? "V" : "K") + " (sequence 2, KV head " + std::to_string(g) + ", token " +
+                        std::to_string(t) + ", channel " + std::to_string(c) + ") = " + std::to_string(got) +
+                        ", the prefill stores " + std::to_string(want);
+              }
+        EXPECT_EQ(differing, 0) << format.name() << ", block size " << block_size << ": " << differing
+                                << " elements of the slot write differ from the prefill's; the first: " << first;
         continue;
       }
 #if defined(INFERLAB_TEST_BACKEND_SIM)
@@ -231,12 +250,10 @@ TEST(PagedCache, SlotWriteEqualsTheCpuWrite) {
 #elif defined(INFERLAB_TEST_BACKEND_CUDA) && INFERLAB_WITH_CUDA
       cuda::kv_write_slots_cuda(got, k, v, slots);
 #endif
-      EXPECT_TRUE(std::equal(got.k_bytes().begin(), got.k_bytes().end(), expected.k_bytes().begin()))
-          << format.name() << ", block size " << block_size << ": K bytes differ from the CPU write";
-      EXPECT_TRUE(std::equal(got.v_bytes().begin(), got.v_bytes().end(), expected.v_bytes().begin()))
-          << format.name() << ", block size " << block_size << ": V bytes differ from the CPU write";
-      EXPECT_TRUE(std::equal(got.k_scale_bytes().begin(), got.k_scale_bytes().end(), expected.k_scale_bytes().begin()))
-          << format.name() << ": K scales differ";
+      // Every stored element and scale (kv_cache_differences names the first few by sequence, KV
+      // head, token and channel).
+      EXPECT_EQ(testing::kv_cache_differences(got, expected), "")
+          << format.name() << ", block size " << block_size << ": the device write vs the CPU write";
     }
 }
 

@@ -1828,7 +1828,7 @@ double max_abs_logit(const Tensor<float>& q, const Pool& p) {
   // Softmax amplifies the rounding of large logits: the tolerance widens with the largest one,
   // as in every decode test.
   const Tolerance tolerance = attention_tolerance(Precision::fp32, max_abs_logit(q, pool));
-  const Comparison comparison = compare_to_oracle(out, expected, tolerance);
+  const Comparison comparison = compare_to_oracle(out, expected, tolerance, {"sequence", "head", "channel"});
   if (comparison.ok) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << name << ": out [batch, num_heads, head_dim] is not the attention over each "
                                        << "sequence's rows found through the block table:\n"
@@ -2007,7 +2007,7 @@ TEST(Ch06PagedDecode, ScatteredBlocksEqualTheOracle) {
     }
     const Tolerance tolerance = tolerance_for(Precision::fp32);
     const Tensor<double> expected = decode_reference(q, contiguous);
-    const Comparison comparison = compare_to_oracle(out, expected, tolerance);
+    const Comparison comparison = compare_to_oracle(out, expected, tolerance, {"sequence", "head", "channel"});
     if (comparison.ok) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << name << ": out is not the float64 decode oracle over the same tokens:\n"
                                          << comparison.report() << explain_mismatch(q, pool, out, expected, tolerance)
@@ -2100,7 +2100,8 @@ TEST(Ch06PagedDecode, SameOutputUnderEverySchedule) {
     const Pool pool = make_pool(c, data);
     const Tensor<float> q = data.normal_tensor({int64_t(c.lengths.size()), c.num_heads, c.head_dim});
     const ::testing::AssertionResult same = testing::host_same_under_schedules(
-        [&](Tensor<float>& out) { run_student(q, pool, out, c.threads_per_block); }, q.shape());
+        [&](Tensor<float>& out) { run_student(q, pool, out, c.threads_per_block); }, q.shape(), nullptr,
+        testing::default_schedules(), testing::element_name(q.shape(), {"sequence", "head", "channel"}));
     const ::testing::AssertionResult right = same ? matches_pool_oracle(c.name(), q, pool, c.threads_per_block) : same;
     if (same && right) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << (same ? "" : c.name() + ": ") << right.message();

@@ -30,6 +30,7 @@
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
+#include "tests/support/decode_check.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
 #include "tests/support/test_backend.h"
@@ -252,10 +253,7 @@ TEST(ModelBackends, KvWriteAndAttentionUseTheirLayer) {
   expected.store_slots(k1, v1, slots, 1);
   device::kv_write_slots_cuda(two, k0, v0, slots);  // the default layer: 0
   device::kv_write_slots_cuda(two, k1, v1, slots, 1);
-  EXPECT_TRUE(std::equal(two.k_bytes().begin(), two.k_bytes().end(), expected.k_bytes().begin()))
-      << "K bytes differ from the cpu's store_slots";
-  EXPECT_TRUE(std::equal(two.v_bytes().begin(), two.v_bytes().end(), expected.v_bytes().begin()))
-      << "V bytes differ from the cpu's store_slots";
+  EXPECT_EQ(testing::kv_cache_differences(two, expected), "") << "the device slot write vs the cpu's store_slots";
   EXPECT_THROW(device::kv_write_slots_cuda(two, k1, v1, slots, 2), std::invalid_argument);
 
   const Tensor<float> q = rng.normal_tensor({5, H, d});  // Σ chunk_lengths = 5 query tokens

@@ -249,7 +249,7 @@ TEST(ChecksReject, AppendToFp32AndFp16Caches) {
           [&](Corruption corruption) {
             return testing::append_matches_reference(append_fake(corruption, rng.seed()), dtype, c);
           },
-          std::string(to_string(dtype)) + " cache " + c.name(), "differs from the CPU append");
+          std::string(to_string(dtype)) + " cache " + c.name(), "differ from the CPU append's");
 }
 
 // ---- tests/support/prefill_steps_check.h ----

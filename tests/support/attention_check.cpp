@@ -66,6 +66,9 @@ std::vector<VersionCase> version_cases(Backend backend, int chapter, int64_t max
 
 namespace {
 
+// The prefill output [num_heads, seq_len, head_dim]: row i of head h is query i's output.
+const AxisNames kPrefillOutputAxes{"head", "query", "channel"};
+
 double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const AttentionShape& s) {
   double max_logit = 0.0;
   const double scale = 1.0 / std::sqrt(double(s.head_dim));
@@ -96,11 +99,11 @@ double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const Atten
   try {
     run(q, k, v, c.causal, out);
   } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << c.name() << ": threw " << error.what()
-                                         << " (seed " << rng.seed() << ")";
+    return ::testing::AssertionFailure() << c.name() << ": threw " << error.what() << "\n  " << seed_note(rng.seed());
   }
   if (out.shape() != Shape{c.num_heads, c.seq_len, c.head_dim}) {
-    return ::testing::AssertionFailure() << c.name() << ": the output's shape changed to " << to_string(out.shape());
+    return ::testing::AssertionFailure() << c.name() << ": the output's shape changed to " << to_string(out.shape())
+                                         << "\n  " << seed_note(rng.seed());
   }
   // The oracle of what the implementation was given: the inputs rounded to its precision
   // (tolerance.h: attention_tolerance()).
@@ -108,11 +111,15 @@ double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const Atten
                       v_in = round_to_precision(v, precision);
   const AttentionShape shape = attention_shape(q_in, k_in, v_in, c.causal);
   const Tensor<double> expected = attention_reference(q_in, k_in, v_in, c.causal);
-  const Comparison comparison =
-      compare_to_oracle(out, expected, attention_tolerance(precision, max_abs_logit(q_in, k_in, shape)));
+  const Comparison comparison = compare_to_oracle(
+      out, expected, attention_tolerance(precision, max_abs_logit(q_in, k_in, shape)), kPrefillOutputAxes);
   if (!comparison.ok) {
-    return ::testing::AssertionFailure() << c.name() << " (" << to_string(precision) << "): " << comparison.report()
-                                         << "\n  seed " << rng.seed() << " (" << testing::replay_hint(rng.seed()) << ")";
+    return ::testing::AssertionFailure()
+           << c.name() << " (" << to_string(precision) << "): " << comparison.report()
+           << (comparison.non_finite > 0 ? "\n  (out is filled with NaN before the call: a NaN is an element never "
+                                           "written, or one computed from a NaN)"
+                                         : "")
+           << "\n  " << seed_note(rng.seed());
   }
   return ::testing::AssertionSuccess();
 }
@@ -122,9 +129,12 @@ double max_abs_logit(const Tensor<float>& q, const Tensor<float>& k, const Atten
   const Tensor<float> q = rng.normal_tensor({c.num_heads, c.seq_len, c.head_dim}, 0.0f, c.logit_scale);
   const Tensor<float> k = rng.normal_tensor({c.num_kv_heads, c.seq_len, c.head_dim});
   const Tensor<float> v = rng.normal_tensor({c.num_kv_heads, c.seq_len, c.head_dim});
-  const ::testing::AssertionResult same = host_same_under_schedules(
-      [&](Tensor<float>& out) { run(q, k, v, c.causal, out); }, {c.num_heads, c.seq_len, c.head_dim});
-  if (!same) return ::testing::AssertionFailure() << c.name() << ": " << same.message() << " (seed " << rng.seed() << ")";
+  const Shape shape{c.num_heads, c.seq_len, c.head_dim};
+  const ::testing::AssertionResult same =
+      host_same_under_schedules([&](Tensor<float>& out) { run(q, k, v, c.causal, out); }, shape, nullptr,
+                                default_schedules(), element_name(shape, kPrefillOutputAxes));
+  if (!same)
+    return ::testing::AssertionFailure() << c.name() << ": " << same.message() << "\n  " << seed_note(rng.seed());
   return ::testing::AssertionSuccess();
 }
 

@@ -4,9 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <sstream>
 
 #include "common/compare.h"
+#include "common/half.h"
 #include "kernels/attention/attention.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
@@ -139,6 +141,194 @@ std::string positions(const std::vector<int64_t>& t) {
   return text + "]";
 }
 
+// The decode output [batch, num_heads, head_dim]: one row per (sequence, query head).
+const AxisNames kDecodeOutputAxes{"sequence", "head", "channel"};
+
+// Where a stored value of a cache sits, in the cache's own coordinates.
+struct CacheElement {
+  bool value = false;        // V, else K
+  bool scale = false;        // a scale, else an element
+  bool per_channel = false;  // a per-channel K scale: (sequence, KV head, channel), no token
+  int64_t layer = 0;
+  int64_t channel = -1;   // −1: a per-token scale
+  int64_t sequence = -1;  // −1: a paged block no sequence maps
+  int64_t kv_head = 0;
+  int64_t token = 0;   // token of the sequence (an unmapped block: the offset in the block)
+  int64_t block = -1;  // paged: the physical block
+};
+
+// Fills in (sequence, KV head, token) — and the block when paged — of row @p row of one layer.
+void locate_row(const KvCache& cache, int64_t row, CacheElement& e) {
+  const KvCacheShape& s = cache.shape();
+  const int64_t G = s.num_kv_heads;
+  if (!cache.paged()) {
+    const int64_t T = s.max_seq_len;
+    e.token = row % T;
+    e.kv_head = (row / T) % G;
+    e.sequence = row / T / G;
+    return;
+  }
+  const int64_t block_size = cache.paging().block_size, per_seq = cache.max_blocks_per_seq();
+  const int64_t offset = row % block_size;
+  e.kv_head = (row / block_size) % G;
+  e.block = row / block_size / G;
+  e.token = offset;
+  const std::vector<int32_t>& table = cache.block_table();
+  for (int64_t b = 0; b < s.batch && e.sequence < 0; ++b)
+    for (int64_t i = 0; i < per_seq; ++i)
+      if (table[size_t(b * per_seq + i)] == e.block) {
+        e.sequence = b;
+        e.token = i * block_size + offset;
+        break;
+      }
+}
+
+// Element @p index of K's (or V's, when @p value) storage, all layers.
+CacheElement locate_element(const KvCache& cache, bool value, int64_t index) {
+  const int64_t d = cache.shape().head_dim, per_layer = cache.rows_per_layer() * d;
+  CacheElement e;
+  e.value = value;
+  e.layer = index / per_layer;
+  e.channel = index % d;
+  locate_row(cache, (index % per_layer) / d, e);
+  return e;
+}
+
+// Scale @p index of K's (or V's) scales, all layers.
+CacheElement locate_scale(const KvCache& cache, bool value, int64_t index) {
+  CacheElement e;
+  e.value = value;
+  e.scale = true;
+  if (!value && cache.format().per_channel()) {
+    const KvCacheShape& s = cache.shape();
+    const int64_t per_layer = cache.k_scales_per_layer(), head = (index % per_layer) / s.head_dim;
+    e.per_channel = true;
+    e.layer = index / per_layer;
+    e.channel = index % s.head_dim;
+    e.sequence = head / s.num_kv_heads;
+    e.kv_head = head % s.num_kv_heads;
+    return e;
+  }
+  e.layer = index / cache.rows_per_layer();
+  locate_row(cache, index % cache.rows_per_layer(), e);
+  return e;
+}
+
+// "V (sequence 1, KV head 0, token 7, channel 17; slot 23: the token this append writes)"; the
+// role only with @p lengths_before (the lengths before an append; @p refused: an append that
+// must write nothing at all).
+std::string describe(const KvCache& cache, const CacheElement& e, const std::vector<int32_t>& lengths_before,
+                     bool refused = false) {
+  std::ostringstream out;
+  out << (e.value ? "V" : "K") << (e.scale ? " scale" : "");
+  const std::string layer = cache.shape().num_layers > 1 ? ", layer " + std::to_string(e.layer) : "";
+  const std::string channel = e.channel >= 0 ? ", channel " + std::to_string(e.channel) : "";
+  if (e.per_channel) {
+    out << " (sequence " << e.sequence << ", KV head " << e.kv_head << channel << layer << ")";
+    return out.str();
+  }
+  if (e.sequence < 0) {
+    out << " (block " << e.block << ", KV head " << e.kv_head << ", offset " << e.token << channel << layer
+        << ": a block no sequence's block table maps)";
+    return out.str();
+  }
+  out << " (sequence " << e.sequence << ", KV head " << e.kv_head << ", token " << e.token << channel << layer
+      << "; slot " << cache.slot(e.sequence, e.token);
+  if (cache.paged()) out << " = block " << e.block << " offset " << e.token % cache.paging().block_size;
+  if (!lengths_before.empty()) {
+    const int64_t length = lengths_before[size_t(e.sequence)];
+    if (e.token < length)
+      out << ": a token cached before the append, which must not change";
+    else if (e.token == length)
+      out << (refused ? ": the next free slot, which a refused append must not write"
+                      : ": the token this append writes");
+    else
+      out << ": past the sequence's length, which must stay poisoned";
+  }
+  out << ")";
+  return out.str();
+}
+
+// The stored value at @p p (@p bytes wide) as a number: fp32 and fp16 as floats, INT8 codes as
+// integers, FP8 codes in hex.
+std::string stored_value(const std::byte* p, size_t bytes, KvDtype dtype) {
+  std::ostringstream out;
+  if (bytes == 4) {
+    float x;
+    std::memcpy(&x, p, 4);
+    out << std::setprecision(9) << x;  // enough digits to tell any two floats apart
+  } else if (bytes == 2) {
+    uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    out << half_bits_to_float(bits);
+  } else if (dtype == KvDtype::int8) {
+    out << "code " << int(static_cast<int8_t>(*p));
+  } else {
+    out << "code 0x" << std::hex << int(static_cast<uint8_t>(*p)) << std::dec;
+  }
+  return out.str();
+}
+
+// Bytes per stored element of K (= of V).
+size_t element_bytes(const KvCache& cache) {
+  const int64_t elements = cache.shape().num_layers * cache.rows_per_layer() * cache.shape().head_dim;
+  return elements > 0 ? cache.bytes_per_tensor() / size_t(elements) : 1;
+}
+
+// kv_cache_differences(), saying what @p want is ("the CPU append's"); @p refused: the roles of
+// a refused append.
+std::string differences(const KvCache& got, const KvCache& want, const std::vector<int32_t>& lengths_before,
+                        const std::string& against, bool refused) {
+  if (got.bytes_per_tensor() != want.bytes_per_tensor() || got.scale_bytes() != want.scale_bytes())
+    return "the caches' storage sizes differ";
+  int64_t differing = 0, compared = 0;
+  std::ostringstream first;
+  // One array of stored values: K or V elements, or K or V scales.
+  const auto compare = [&](std::span<const std::byte> g, std::span<const std::byte> w, size_t width, bool value,
+                           bool scale) {
+    const int64_t count = int64_t(w.size() / width);
+    compared += count;
+    for (int64_t i = 0; i < count; ++i) {
+      const std::byte* x = g.data() + size_t(i) * width;
+      const std::byte* y = w.data() + size_t(i) * width;
+      if (std::memcmp(x, y, width) == 0) continue;
+      if (differing++ >= int64_t(kReportedMismatches)) continue;
+      const CacheElement e = scale ? locate_scale(want, value, i) : locate_element(want, value, i);
+      first << "\n  " << describe(want, e, lengths_before, refused) << ": got " << stored_value(x, width, want.dtype())
+            << ", expected " << stored_value(y, width, want.dtype());
+    }
+  };
+  const size_t e = element_bytes(want);
+  compare(got.k_bytes(), want.k_bytes(), e, false, false);
+  compare(got.v_bytes(), want.v_bytes(), e, true, false);
+  if (want.scale_bytes() > 0) {
+    const int64_t layers = want.shape().num_layers;
+    const size_t k_width = want.k_scale_bytes().size() / size_t(layers * want.k_scales_per_layer());
+    const size_t v_width = want.v_scale_bytes().size() / size_t(layers * want.rows_per_layer());
+    compare(got.k_scale_bytes(), want.k_scale_bytes(), k_width, false, true);
+    compare(got.v_scale_bytes(), want.v_scale_bytes(), v_width, true, true);
+  }
+  if (differing == 0) return "";
+  std::ostringstream out;
+  out << differing << " of " << compared << " stored values (K and V" << (want.scale_bytes() > 0 ? " and scales" : "")
+      << ") differ from " << against << ":" << first.str();
+  if (differing > int64_t(kReportedMismatches))
+    out << "\n  … and " << differing - int64_t(kReportedMismatches) << " more";
+  return out.str();
+}
+
+// Names 4-byte word @p word of cache_bytes(@p cache) (the schedule check compares those).
+ElementName cache_word_name(const KvCache& cache, std::vector<int32_t> lengths_before) {
+  return [&cache, lengths_before = std::move(lengths_before)](int64_t word) {
+    const size_t e = element_bytes(cache), bytes = cache.bytes_per_tensor(), at = size_t(word) * 4;
+    const bool value = at >= bytes;
+    std::string text =
+        describe(cache, locate_element(cache, value, int64_t((value ? at - bytes : at) / e)), lengths_before);
+    if (e < 4) text += " and the " + std::to_string(4 / e - 1) + " element(s) after it in the same 4 bytes";
+    return text;
+  };
+}
+
 // The bytes of K then V (padded to whole floats), as a tensor the schedule check can compare.
 Tensor<float> cache_bytes(const KvCache& cache) {
   const size_t bytes = cache.bytes_per_tensor();
@@ -150,6 +340,10 @@ Tensor<float> cache_bytes(const KvCache& cache) {
 }
 
 }  // namespace
+
+std::string kv_cache_differences(const KvCache& got, const KvCache& want, const std::vector<int32_t>& lengths_before) {
+  return differences(got, want, lengths_before, "the expected cache", false);
+}
 
 ::testing::AssertionResult decode_steps_match_prefill(const DecodeFn& decode, KvDtype dtype, const KvAppendFn& append,
                                                       const DecodeCase& c) {
@@ -190,12 +384,12 @@ Tensor<float> cache_bytes(const KvCache& cache) {
       append(cache, token_of_each(s.k, t), token_of_each(s.v, t));
     } catch (const std::exception& error) {
       return ::testing::AssertionFailure()
-             << where << ": append threw " << error.what() << " (seed " << rng.seed() << ")";
+             << where << ": append threw " << error.what() << "\n  " << seed_note(rng.seed());
     }
     for (int64_t b = 0; b < batch; ++b) {
       if (cache.length(b) != t[size_t(b)] + 1)
         return ::testing::AssertionFailure() << where << ": after the append lengths[" << b << "] = " << cache.length(b)
-                                             << ", expected " << t[size_t(b)] + 1;
+                                             << ", expected " << t[size_t(b)] + 1 << "\n  " << seed_note(rng.seed());
     }
     const Tensor<float> q = token_of_each(s.q, t);
     Tensor<float> out(q.shape());
@@ -204,10 +398,11 @@ Tensor<float> cache_bytes(const KvCache& cache) {
       decode(q, cache, out);
     } catch (const std::exception& error) {
       return ::testing::AssertionFailure()
-             << where << ": decode threw " << error.what() << " (seed " << rng.seed() << ")";
+             << where << ": decode threw " << error.what() << "\n  " << seed_note(rng.seed());
     }
     if (out.shape() != q.shape())
-      return ::testing::AssertionFailure() << where << ": the output's shape changed to " << to_string(out.shape());
+      return ::testing::AssertionFailure() << where << ": the output's shape changed to " << to_string(out.shape())
+                                           << "\n  " << seed_note(rng.seed());
     Tensor<double> expected(q.shape());
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t T = c.lengths[size_t(b)];
@@ -215,12 +410,16 @@ Tensor<float> cache_bytes(const KvCache& cache) {
         std::copy_n(prefill[size_t(b)].data() + (h * T + t[size_t(b)]) * d, d,
                     expected.data() + (b * c.num_heads + h) * d);
     }
-    const Comparison comparison = compare_to_oracle(out, expected, tolerance);
+    const Comparison comparison = compare_to_oracle(out, expected, tolerance, kDecodeOutputAxes);
     if (!comparison.ok) {
-      return ::testing::AssertionFailure()
-             << where << ": out [batch, num_heads, head_dim] is not row t of the causal "
-             << "prefill over tokens 0..t:\n"
-             << comparison.report() << "\n  seed " << rng.seed() << " (" << testing::replay_hint(rng.seed()) << ")";
+      return ::testing::AssertionFailure() << where << ": out [batch, num_heads, head_dim] is not row t of the causal "
+                                           << "prefill over tokens 0..t:\n"
+                                           << comparison.report()
+             << (comparison.non_finite > 0
+                     ? "\n  (out is filled with NaN before the call, and the cache past each sequence's length: a "
+                       "NaN is an element never written, or one that read a slot at or past its sequence's length)"
+                     : "")
+             << "\n  " << seed_note(rng.seed());
     }
     for (int64_t& position : t) ++position;
   }
@@ -238,9 +437,11 @@ Tensor<float> cache_bytes(const KvCache& cache) {
   }
   const Tensor<float> q = token_of_each(s.q, last);
   const ::testing::AssertionResult same =
-      host_same_under_schedules([&](Tensor<float>& out) { decode(q, cache, out); }, q.shape());
+      host_same_under_schedules([&](Tensor<float>& out) { decode(q, cache, out); }, q.shape(), nullptr,
+                                default_schedules(), element_name(q.shape(), kDecodeOutputAxes));
   if (!same)
-    return ::testing::AssertionFailure() << c.name() << ": " << same.message() << " (seed " << rng.seed() << ")";
+    return ::testing::AssertionFailure() << c.name() << " (" << to_string(dtype) << " cache): " << same.message()
+                                         << "\n  " << seed_note(rng.seed());
   return ::testing::AssertionSuccess();
 }
 
@@ -259,54 +460,64 @@ Tensor<float> cache_bytes(const KvCache& cache) {
   expected.append(k_new, v_new);
 
   KvCache cache = before;
+  const std::string name = c.name() + " (" + std::string(to_string(dtype)) + " cache)";
   try {
     append(cache, k_new, v_new);
   } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << c.name() << ": append threw " << error.what();
+    return ::testing::AssertionFailure() << name << ": append threw " << error.what() << "\n  "
+                                         << seed_note(rng.seed());
   }
-  if (cache.lengths() != expected.lengths())
-    return ::testing::AssertionFailure() << c.name() << ": the lengths after the append are not lengths + 1";
-  const Tensor<float> got = cache_bytes(cache), want = cache_bytes(expected);
-  for (int64_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], 4) != 0) {
-      return ::testing::AssertionFailure()
-             << c.name() << " (" << to_string(dtype) << "): cache byte " << 4 * i
-             << " (of K then V) differs from the CPU append's (seed " << rng.seed() << ")";
-    }
+  if (cache.lengths() != expected.lengths()) {
+    std::ostringstream lengths;
+    for (size_t b = 0; b < c.lengths.size(); ++b)
+      if (cache.lengths()[b] != expected.lengths()[b])
+        lengths << " lengths[" << b << "] = " << cache.lengths()[b] << ", expected " << expected.lengths()[b] << ";";
+    return ::testing::AssertionFailure() << name
+                                         << ": the lengths after the append are not lengths + 1:" << lengths.str()
+                                         << "\n  " << seed_note(rng.seed());
   }
+  if (const std::string differ = differences(cache, expected, before.lengths(), "the CPU append's", false);
+      !differ.empty())
+    return ::testing::AssertionFailure() << name << ": " << differ << "\n  " << seed_note(rng.seed());
   if (check_schedules) {
+    const Tensor<float> want = cache_bytes(expected);
     const ::testing::AssertionResult same = host_same_under_schedules(
         [&](Tensor<float>& out) {
           KvCache copy = before;
           append(copy, k_new, v_new);
           out = cache_bytes(copy);
         },
-        want.shape());
-    if (!same) return ::testing::AssertionFailure() << c.name() << ": " << same.message();
+        want.shape(), nullptr, default_schedules(), cache_word_name(expected, before.lengths()));
+    if (!same)
+      return ::testing::AssertionFailure() << name << ": " << same.message() << "\n  " << seed_note(rng.seed());
   }
   return ::testing::AssertionSuccess();
 }
 
 ::testing::AssertionResult append_rejects_full_sequence(const KvAppendFn& append, KvDtype dtype) {
   SeededRng rng;
+  const std::string seed = "\n  " + seed_note(rng.seed());
   KvCache cache({3, 2, 4, 16}, dtype);
   cache.prefill(0, rng.normal_tensor({2, 2, 16}), rng.normal_tensor({2, 2, 16}));
   cache.prefill(1, rng.normal_tensor({2, 4, 16}), rng.normal_tensor({2, 4, 16}));  // full
   const KvCache before = cache;
   try {
     append(cache, rng.normal_tensor({3, 2, 16}), rng.normal_tensor({3, 2, 16}));
-    return ::testing::AssertionFailure() << "appending to a full sequence did not throw";
+    return ::testing::AssertionFailure() << "appending to a full sequence did not throw" << seed;
   } catch (const std::invalid_argument& error) {
     const std::string message = error.what();
     if (message.find("lengths[1]") == std::string::npos || message.find("is full") == std::string::npos)
-      return ::testing::AssertionFailure() << "the error does not name the full sequence: " << message;
+      return ::testing::AssertionFailure() << "the error does not name the full sequence: " << message << seed;
   } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << "threw something other than std::invalid_argument: " << error.what();
+    return ::testing::AssertionFailure() << "threw something other than std::invalid_argument: " << error.what()
+                                         << seed;
   }
-  if (cache.lengths() != before.lengths()) return ::testing::AssertionFailure() << "a failed append changed lengths";
-  const Tensor<float> got = cache_bytes(cache), want = cache_bytes(before);
-  if (std::memcmp(got.data(), want.data(), size_t(got.size()) * 4) != 0)
-    return ::testing::AssertionFailure() << "a failed append changed the cache's bytes";
+  if (cache.lengths() != before.lengths())
+    return ::testing::AssertionFailure() << "a failed append changed lengths" << seed;
+  if (const std::string differ =
+          differences(cache, before, before.lengths(), "the cache before the refused append", true);
+      !differ.empty())
+    return ::testing::AssertionFailure() << "a failed append changed the cache: " << differ << seed;
   return ::testing::AssertionSuccess();
 }
 

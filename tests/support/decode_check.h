@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv/kv_cache.h"
 #include "kernels/registry.h"
 
 namespace inferlab::testing {
@@ -64,8 +65,8 @@ std::vector<DecodeVersionCase> decode_version_cases(Backend backend, int64_t max
 /// @p decode (output poisoned first), and compare with row t of the float64 causal prefill
 /// oracle (attention_reference) of each sequence — over K and V rounded to @p dtype, what the
 /// cache holds (round_to_precision), and the fp32 q — under attention_tolerance(precision of
-/// @p dtype, max |logit|). Fails naming the step, the token positions, the comparison and the
-/// seed.
+/// @p dtype, max |logit|). Fails naming the step, the token positions, the comparison (NaN
+/// outputs first; elements as (sequence, head, channel)) and the seed.
 ::testing::AssertionResult decode_steps_match_prefill(const DecodeFn& decode, KvDtype dtype, const KvAppendFn& append,
                                                       const DecodeCase& c);
 
@@ -76,10 +77,25 @@ std::vector<DecodeVersionCase> decode_version_cases(Backend backend, int64_t max
 /// Appends one token with @p append to a cache of @p c (every sequence one short of its final
 /// length) and checks that the cache's bytes and lengths equal those of the CPU append
 /// (KvCache::append): the new slots hold the token (fp16: rounded to nearest even), nothing
-/// else changed. With @p check_schedules (sim versions) the append also runs under every
-/// schedule and must write the same bytes.
+/// else changed. A failure counts the differing elements and names the first few in the
+/// cache's own coordinates — "V (sequence 1, KV head 0, token 7, channel 17; slot 19: the
+/// token this append writes): got …, expected …" (paged: with the block and offset) — and the
+/// seed. With @p check_schedules (sim versions) the append also runs under every schedule and
+/// must write the same bytes.
 ::testing::AssertionResult append_matches_reference(const KvAppendFn& append, KvDtype dtype, const DecodeCase& c,
                                                     bool check_schedules = false);
+
+/// "" when the stored K and V elements and scales of @p got equal @p want's byte for byte (both
+/// of the same shape, format and layout); else how many differ and the first few
+/// (kReportedMismatches), each in the cache's own coordinates with both values — "3 of 4096
+/// stored values (K and V) differ from the expected cache:", then "V (sequence 1,
+/// KV head 0, token 7, channel 17; slot 19): got 0.5, expected 0.25" — paged, "slot 19 = block 4
+/// offset 3"; an unmapped block's row by (block, KV head, offset); scales as "K scale (sequence,
+/// KV head, token …)" or, per channel, "(sequence, KV head, channel)". With @p lengths_before
+/// (the lengths before an append) each also says whether it is the appended token, one cached
+/// before, or past the length.
+std::string kv_cache_differences(const KvCache& got, const KvCache& want,
+                                 const std::vector<int32_t>& lengths_before = {});
 
 /// Appending to a batch in which one sequence is full must throw std::invalid_argument naming
 /// that sequence ("lengths[b]", "is full") and change nothing: no byte, no length.

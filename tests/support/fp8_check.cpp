@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -79,9 +80,9 @@ double e4m3_definition(uint8_t code) {
     const bool nan_ok = std::isnan(x) && (got & 0x7F) == 0x7F;
     if (got != expected && !nan_ok)
       return ::testing::AssertionFailure()
-             << "encode(" << x << ") = 0x" << std::hex << got << " (" << e4m3_definition(uint8_t(got)) << "), expected 0x"
-             << expected << std::dec << " (" << e4m3_definition(uint8_t(expected))
-             << "): the nearest E4M3 value, ties to the even code, saturating at ±448";
+             << "encode(" << x << ") = 0x" << std::hex << got << " (" << e4m3_definition(uint8_t(got))
+             << "), expected 0x" << expected << std::dec << " (" << e4m3_definition(uint8_t(expected))
+             << "): the nearest E4M3 value, ties to the even code, saturating at ±448\n  " << seed_note(rng.seed());
   }
   return ::testing::AssertionSuccess();
 }
@@ -99,16 +100,20 @@ double e4m3_definition(uint8_t code) {
     float max_abs = 0.0f;
     for (const float x : row) max_abs = std::max(max_abs, std::fabs(x));
     if (scale != defined_fp8_scale(max_abs))
-      return ::testing::AssertionFailure() << "row " << r << ": scale " << scale << ", expected max|x|/448 = "
-                                           << max_abs / 448.0f << " (the row's largest element maps to ±448)";
+      return ::testing::AssertionFailure()
+             << "row " << r << ": scale " << scale << ", expected max|x|/448 = " << max_abs / 448.0f
+             << " (the row's largest element maps to ±448)\n  " << seed_note(rng.seed());
     for (size_t c = 0; c < row.size(); ++c) {
       const double x_hat = double(scale) * e4m3_definition(codes[c]);
       if (!(std::fabs(x_hat - row[c]) <= fp8_e4m3_round_trip_bound(row[c], scale)))
-        return ::testing::AssertionFailure() << "row " << r << "[" << c << "] = " << row[c] << " comes back as "
-                                             << x_hat << " (code 0x" << std::hex << int(codes[c]) << std::dec
-                                             << ", scale " << scale << "): more than half an E4M3 step away";
+        return ::testing::AssertionFailure()
+               << "row " << r << ", element " << c << " = " << row[c] << " comes back as " << x_hat << " (code 0x"
+               << std::hex << int(codes[c]) << std::dec << ", scale " << scale
+               << "): more than half an E4M3 step away\n  " << seed_note(rng.seed());
       if (std::fabs(row[c]) == max_abs && max_abs > 0.0f && (codes[c] & 0x7F) != 0x7E)
-        return ::testing::AssertionFailure() << "row " << r << ": its largest element is not stored as ±448";
+        return ::testing::AssertionFailure() << "row " << r << ", element " << c << ": the row's largest element is "
+                                             << "not stored as ±448 (code 0x" << std::hex << int(codes[c]) << std::dec
+                                             << ")\n  " << seed_note(rng.seed());
     }
   }
   return ::testing::AssertionSuccess();
@@ -160,7 +165,8 @@ struct DefinedFp8Scales {
 // (e) of the checks: every cached element of @p fp8_cache within fp8_e4m3_round_trip_bound of its
 // input in @p exact at its row's defined scale; the failure names the element and both scales.
 ::testing::AssertionResult elements_within_defined_bound(const KvCache& fp8_cache, const KvCache& exact,
-                                                         const DefinedFp8Scales& defined, const std::string& name) {
+                                                         const DefinedFp8Scales& defined, const std::string& name,
+                                                         uint64_t seed) {
   const KvCacheShape& s = exact.shape();
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t g = 0; g < s.num_kv_heads; ++g)
@@ -173,11 +179,12 @@ struct DefinedFp8Scales {
             const double ceiling = fp8_e4m3_round_trip_bound(x, scale);
             if (!(std::fabs(double(x_hat) - x) <= ceiling))
               return ::testing::AssertionFailure()
-                     << name << ": " << (kv == 0 ? "K" : "V") << "[" << b << "][" << g << "][" << j << "][" << ch
-                     << "] = " << x << " is cached as " << x_hat << ", off by " << std::fabs(double(x_hat) - x) << " > "
-                     << ceiling << ", half an E4M3 step at the defined scale max|row|/448 = " << scale
+                     << name << ": " << cache_element(kv == 1, b, g, j, ch) << " = " << x << " is cached as " << x_hat
+                     << ", off by " << std::fabs(double(x_hat) - x) << " > " << ceiling
+                     << ", half an E4M3 step at the defined scale max|row|/448 = " << scale
                      << " (the cache stored the scale "
-                     << (kv == 0 ? fp8_cache.key_scale(b, g, j) : fp8_cache.value_scale(b, g, j)) << ")";
+                     << (kv == 0 ? fp8_cache.key_scale(b, g, j) : fp8_cache.value_scale(b, g, j)) << ")\n  "
+                     << seed_note(seed);
           }
   return ::testing::AssertionSuccess();
 }
@@ -206,8 +213,8 @@ struct DefinedFp8Scales {
       fp32_cache.append(k_new, v_new);
     }
     const DefinedFp8Scales defined(fp32_cache);
-    const ::testing::AssertionResult stored =
-        elements_within_defined_bound(fp8_cache, fp32_cache, defined, c.name() + " step " + std::to_string(step));
+    const ::testing::AssertionResult stored = elements_within_defined_bound(
+        fp8_cache, fp32_cache, defined, c.name() + " step " + std::to_string(step), rng.seed());
     if (!stored) return stored;
     const Tensor<float> q = rng.normal_tensor({B, H, d});
     Tensor<float> out(q.shape());
@@ -218,7 +225,7 @@ struct DefinedFp8Scales {
 
     Int8Errors e;
     double diff2 = 0.0, ref2 = 0.0;
-    std::ostringstream where;
+    StepFailures failures;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t L = fp8_cache.length(b);
       for (int64_t h = 0; h < H; ++h) {
@@ -247,32 +254,38 @@ struct DefinedFp8Scales {
         for (int64_t ch = 0; ch < d; ++ch) {
           const int64_t i = (b * H + h) * d + ch;
           const double o = out[i];
-          if (!std::isfinite(o))
-            return ::testing::AssertionFailure() << c.name() << ": out[" << b << "][" << h << "][" << ch << "] = " << o
-                                                 << " (NaN/Inf)";
-          if (std::fabs(o - dequantized[i]) > exact_tol)
-            return ::testing::AssertionFailure()
-                   << c.name() << ": out[" << b << "][" << h << "][" << ch << "] = " << o
-                   << " differs from the float64 decode of its own dequantized cache (" << dequantized[i] << ") by "
-                   << std::fabs(o - dequantized[i]) << " > " << exact_tol
-                   << ": not a quantization error but a kernel error (conversion, scale or row?)";
+          if (!std::isfinite(o)) {  // counted and named first; the errors are over the finite outputs
+            failures.non_finite(b, h, ch, o);
+            continue;
+          }
           const double err = std::fabs(o - exact[i]);
           head.max_abs = std::max(head.max_abs, err);
           e.max_abs = std::max(e.max_abs, err);
           diff2 += err * err;
           ref2 += exact[i] * exact[i];
-          if (err > bound)
-            where << " out[" << b << "][" << h << "][" << ch << "]: |err| = " << err << " > bound " << bound
-                  << " (E = " << E << ", max|v| = " << max_v << ", max value error = " << max_verr << ");";
+          std::ostringstream line;
+          line << std::setprecision(4) << output_element(b, h, ch) << ": out = " << o;
+          if (std::fabs(o - dequantized[i]) > exact_tol) {
+            line << " differs from the float64 decode of its own dequantized cache (" << dequantized[i] << ") by "
+                 << std::fabs(o - dequantized[i]) << " > " << exact_tol;
+            failures.kernel_error(line.str());
+          } else if (err > bound) {
+            line << ", |err| = " << err << " > bound " << bound << " (E = " << E << ", max|v| = " << max_v
+                 << ", max value error = " << max_verr << ")";
+            failures.outside_bound(line.str());
+          }
         }
         e.heads.push_back(head);
       }
     }
     e.rel_frobenius = std::sqrt(diff2 / std::max(ref2, 1e-300));
     if (errors != nullptr) *errors = e;
-    if (!where.str().empty())
-      return ::testing::AssertionFailure() << c.name() << " step " << step << ": relative error " << e.rel_frobenius
-                                           << ", outside the derived FP8 bound:" << where.str().substr(0, 2000);
+    if (failures.any()) {
+      std::ostringstream stats;
+      stats << "relative error " << e.rel_frobenius << ", max |err| " << e.max_abs << ", max KL " << e.max_kl;
+      return ::testing::AssertionFailure() << failures.report(c.name() + " step " + std::to_string(step), out.size(),
+                                                              stats.str(), "the derived FP8 bound", rng.seed());
+    }
   }
   return ::testing::AssertionSuccess();
 }
@@ -318,10 +331,11 @@ struct DefinedFp8Scales {
               return ::testing::AssertionFailure()
                      << "sequence " << b << ", KV head " << g << ", token " << j << " ("
                      << (j < prompts[size_t(b)] ? "prefilled" : "appended") << "): " << (kv == 0 ? "K" : "V")
-                     << "'s scale is " << stored << ", the definition max|row|/448 gives " << wanted;
+                     << "'s scale is " << stored << ", the definition max|row|/448 gives " << wanted << "\n  "
+                     << seed_note(rng.seed());
           }
     const ::testing::AssertionResult elements =
-        elements_within_defined_bound(cache, exact, defined, "after " + std::to_string(t) + " appends");
+        elements_within_defined_bound(cache, exact, defined, "after " + std::to_string(t) + " appends", rng.seed());
     if (!elements) return elements;
   }
   return ::testing::AssertionSuccess();

@@ -188,17 +188,18 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
               const double ceiling = int8_element_error_bound(x, step_def);
               if (!(std::fabs(double(x_hat) - x) <= ceiling))
                 return ::testing::AssertionFailure()
-                       << c.name() << " step " << step << ": " << (kv == 0 ? "K" : "V") << "[" << b << "][" << g << "]["
-                       << j << "][" << ch << "] = " << x << " is cached as " << x_hat << ", off by "
-                       << std::fabs(double(x_hat) - x) << " > " << ceiling << " = half the defined step max|x|/127 = "
-                       << step_def << " of its group (the cache stored the step "
+                       << c.name() << " step " << step << ": " << cache_element(kv == 1, b, g, j, ch) << " = " << x
+                       << " is cached as " << x_hat << ", off by " << std::fabs(double(x_hat) - x) << " > " << ceiling
+                       << " = half the defined step max|x|/127 = " << step_def
+                       << " of its group (the cache stored the step "
                        << (kv == 0 ? int8_cache.key_scale(b, g, j, ch) : int8_cache.value_scale(b, g, j))
-                       << "): the quantization step is not max|x|/127";
+                       << "): the quantization step is not max|x|/127\n  " << seed_note(rng.seed());
             }
     if (int8_cache.saturated_count() != expected_saturated)
       return ::testing::AssertionFailure()
              << c.name() << " step " << step << ": saturated_count() = " << int8_cache.saturated_count() << ", but "
-             << expected_saturated << " values lie outside ±127.5 defined steps of their group";
+             << expected_saturated << " values lie outside ±127.5 defined steps of their group\n  "
+             << seed_note(rng.seed());
 
     Tensor<float> q({B, H, d});
     for (int64_t i = 0; i < q.size(); ++i) q[i] = rng.normal();
@@ -212,7 +213,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
     Int8Errors e;
     e.saturated = expected_saturated;
     double diff2 = 0.0, ref2 = 0.0, max_logit = 0.0;
-    std::ostringstream where;
+    StepFailures failures;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t L = int8_cache.length(b);
       for (int64_t h = 0; h < H; ++h) {
@@ -247,35 +248,40 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
         for (int64_t ch = 0; ch < d; ++ch) {
           const int64_t i = (b * H + h) * d + ch;
           const double o = out[i];
-          if (!std::isfinite(o))
-            return ::testing::AssertionFailure()
-                   << c.name() << ": out[" << b << "][" << h << "][" << ch << "] = " << o << " (NaN/Inf)";
+          if (!std::isfinite(o)) {  // counted and named first; the errors are over the finite outputs
+            failures.non_finite(b, h, ch, o);
+            continue;
+          }
           const double own = std::fabs(o - dequantized[i]);
-          if (own > exact_tol.max_abs * std::max(1.0, max_v))
-            return ::testing::AssertionFailure()
-                   << c.name() << ": out[" << b << "][" << h << "][" << ch << "] = " << o
-                   << " differs from the float64 decode of its own dequantized cache (" << dequantized[i] << ") by "
-                   << own << ": not a quantization error but a kernel error (wrong scale or row?)";
           const double err = std::fabs(o - exact[i]), err_ch03 = std::fabs(o - double(out_ch03[i]));
           head.max_abs = std::max(head.max_abs, err);
           e.max_abs = std::max(e.max_abs, err);
           diff2 += err * err;
           ref2 += exact[i] * exact[i];
-          if (err > bound || err_ch03 > bound + exact_tol.max_abs * std::max(1.0, max_v))
-            where << " out[" << b << "][" << h << "][" << ch << "]: |err| = " << err << " (vs ch03 " << err_ch03
-                  << ") > bound " << bound << " (E = " << E << ", max|v| = " << max_v
-                  << ", max V error = " << max_v_error << ", KL = " << kl << ");";
+          std::ostringstream line;
+          line << std::setprecision(4) << output_element(b, h, ch) << ": out = " << o;
+          if (own > exact_tol.max_abs * std::max(1.0, max_v)) {
+            line << " differs from the float64 decode of its own dequantized cache (" << dequantized[i] << ") by "
+                 << own;
+            failures.kernel_error(line.str());
+          } else if (err > bound || err_ch03 > bound + exact_tol.max_abs * std::max(1.0, max_v)) {
+            line << ", |err| = " << err << " (vs ch03 " << err_ch03 << ") > bound " << bound << " (E = " << E
+                 << ", max|v| = " << max_v << ", max V error = " << max_v_error << ", KL = " << kl << ")";
+            failures.outside_bound(line.str());
+          }
         }
         e.heads.push_back(head);
       }
     }
     e.rel_frobenius = std::sqrt(diff2 / std::max(ref2, 1e-300));
     if (errors != nullptr) *errors = e;
-    if (!where.str().empty())
-      return ::testing::AssertionFailure()
-             << c.name() << " step " << step << ": relative error " << e.rel_frobenius << ", max KL " << e.max_kl
-             << ", " << e.saturated
-             << " saturated values, outside the derived INT8 bound:" << where.str().substr(0, 2000);
+    if (failures.any()) {
+      std::ostringstream stats;
+      stats << "relative error " << e.rel_frobenius << ", max |err| " << e.max_abs << ", max KL " << e.max_kl << ", "
+            << e.saturated << " saturated values";
+      return ::testing::AssertionFailure() << failures.report(c.name() + " step " + std::to_string(step), out.size(),
+                                                              stats.str(), "the derived INT8 bound", rng.seed());
+    }
   }
   return ::testing::AssertionSuccess();
 }
@@ -310,13 +316,15 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
     const DefinedSteps defined(exact, format, {0, 0});
     for (int64_t b = 0; b < B; ++b) {
       if (cache.length(b) != t + 1)
-        return ::testing::AssertionFailure()
-               << "lengths[" << b << "] = " << cache.length(b) << " after " << t + 1 << " appends";
+        return ::testing::AssertionFailure() << "lengths[" << b << "] = " << cache.length(b) << " after " << t + 1
+                                             << " appends\n  " << seed_note(rng.seed());
       for (int64_t g = 0; g < G; ++g)
         for (int64_t ch = 0; ch < d; ++ch) {
           const size_t i = size_t((b * G + g) * d + ch);
           const int8_t byte = cache.k_int8()[size_t(cache.shape().offset(b, g, t) + ch)];
-          if (byte == -128) return ::testing::AssertionFailure() << "K byte −128 at token " << t;
+          if (byte == -128)
+            return ::testing::AssertionFailure() << cache_element(false, b, g, t, ch) << " is stored as the code −128 "
+                                                 << "(codes lie in [−127, 127])\n  " << seed_note(rng.seed());
           for (int kv = 0; kv < 2; ++kv) {
             const double x = kv == 0 ? k_new[int64_t(i)] : v_new[int64_t(i)];
             const double step = kv == 0 ? defined.key(b, g, t, ch) : defined.value(b, g, t);  // from the inputs
@@ -328,21 +336,23 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
             const double allowed = inside ? int8_round_trip_bound(step) : 1e-6 * limit;
             if (!(std::fabs(x_hat - expected) <= allowed))
               return ::testing::AssertionFailure()
-                     << (kv == 0 ? "K" : "V") << "[" << b << "][" << g << "][" << t << "][" << ch << "] = " << x
-                     << " dequantizes to " << x_hat << " (defined step max|x|/127 = " << step << ", stored step "
-                     << stored << "): "
-                     << (inside ? "more than half a defined step away" : "not saturated to ±127·step");
+                     << cache_element(kv == 1, b, g, t, ch) << " = " << x << " dequantizes to " << x_hat
+                     << " (defined step max|x|/127 = " << step << ", stored step " << stored
+                     << "): " << (inside ? "more than half a defined step away" : "not saturated to ±127·step")
+                     << "\n  " << seed_note(rng.seed());
           }
         }
     }
   }
   if (key_scaling == KeyScaling::per_channel && cache.saturated_count() == 0)
     return ::testing::AssertionFailure() << "per-channel K: no value saturated (saturated_count() = 0), though "
-                                            "the outlier channels moved past the calibrated range";
+                                            "the outlier channels moved past the calibrated range\n  "
+                                         << seed_note(rng.seed());
   if (key_scaling == KeyScaling::per_token && cache.saturated_count() != 0)
     return ::testing::AssertionFailure() << "per-token " << to_string(scale_dtype)
                                          << " scales: " << cache.saturated_count()
-                                         << " values saturated; a row's own scale (rounded up) must hold it";
+                                         << " values saturated; a row's own scale (rounded up) must hold it\n  "
+                                         << seed_note(rng.seed());
   return ::testing::AssertionSuccess();
 }
 
@@ -377,16 +387,18 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
                                     ", " + std::string(to_string(key_scaling)) + " K, " +
                                     std::string(to_string(scale_dtype)) + " scales): ";
           if (cache.value_scale(b, g, j) != defined.value(b, g, j))
-            return ::testing::AssertionFailure() << where << "V's step is " << cache.value_scale(b, g, j)
-                                                 << ", the definition max|v|/127 gives " << defined.value(b, g, j);
+            return ::testing::AssertionFailure()
+                   << where << "V's step is " << cache.value_scale(b, g, j) << ", the definition max|v|/127 gives "
+                   << defined.value(b, g, j) << "\n  " << seed_note(rng.seed());
           for (int64_t ch = 0; ch < (key_scaling == KeyScaling::per_channel ? d : 1); ++ch)
             if (cache.key_scale(b, g, j, ch) != defined.key(b, g, j, ch))
               return ::testing::AssertionFailure()
-                     << where << "K's step" << (key_scaling == KeyScaling::per_channel ? " of channel " + std::to_string(ch) : "")
-                     << " is " << cache.key_scale(b, g, j, ch) << ", the definition max|k|/127 "
+                     << where << "K's step"
+                     << (key_scaling == KeyScaling::per_channel ? " of channel " + std::to_string(ch) : "") << " is "
+                     << cache.key_scale(b, g, j, ch) << ", the definition max|k|/127 "
                      << (key_scaling == KeyScaling::per_channel ? "over the prompt (the first token when it is empty) "
                                                                 : "over the row ")
-                     << "gives " << defined.key(b, g, j, ch);
+                     << "gives " << defined.key(b, g, j, ch) << "\n  " << seed_note(rng.seed());
         }
   }
   return ::testing::AssertionSuccess();
@@ -403,16 +415,18 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
     if (scale > 65504.0f) {
       if (up != 65504.0f)
         return ::testing::AssertionFailure()
-               << "scale_to_fp16_up(" << scale << ") = " << up << ", expected the largest finite fp16, 65504";
+               << "scale_to_fp16_up(" << scale << ") = " << up << ", expected the largest finite fp16, 65504\n  "
+               << seed_note(rng.seed());
       continue;
     }
     if (!(up >= scale))
       return ::testing::AssertionFailure()
-             << "scale_to_fp16_up(" << scale << ") = " << up << " is below the scale: |x|/scale could exceed 127";
+             << "scale_to_fp16_up(" << scale << ") = " << up << " is below the scale: |x|/scale could exceed 127\n  "
+             << seed_note(rng.seed());
     if (bits > 0 && !(half_bits_to_float(uint16_t(bits - 1)) < scale))
       return ::testing::AssertionFailure()
              << "scale_to_fp16_up(" << scale << ") = " << up << " is not the smallest fp16 ≥ the scale ("
-             << half_bits_to_float(uint16_t(bits - 1)) << " is one too)";
+             << half_bits_to_float(uint16_t(bits - 1)) << " is one too)\n  " << seed_note(rng.seed());
   }
   return ::testing::AssertionSuccess();
 }
@@ -431,16 +445,18 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
       try {
         append(cache, k_new, v_new);
         return ::testing::AssertionFailure()
-               << "a " << bad << " in " << (which == 0 ? "k_new" : "v_new") << " was appended without an error";
+               << "a " << bad << " in " << (which == 0 ? "k_new" : "v_new")
+               << " (sequence 1, KV head 2, channel 5) was appended without an error\n  " << seed_note(rng.seed());
       } catch (const std::invalid_argument& error) {
         const std::string message = error.what();
         if (message.find("sequence 1") == std::string::npos || message.find("KV head 2") == std::string::npos)
-          return ::testing::AssertionFailure() << "the error does not name sequence 1, KV head 2: " << message;
+          return ::testing::AssertionFailure()
+                 << "the error does not name sequence 1, KV head 2: " << message << "\n  " << seed_note(rng.seed());
       }
       if (cache.lengths() != before.lengths() || !std::ranges::equal(cache.k_int8(), before.k_int8()) ||
           !std::ranges::equal(cache.v_int8(), before.v_int8()) ||
           std::memcmp(cache.v_scales().data(), before.v_scales().data(), 4 * cache.v_scales().size()) != 0)
-        return ::testing::AssertionFailure() << "a refused append changed the cache";
+        return ::testing::AssertionFailure() << "a refused append changed the cache\n  " << seed_note(rng.seed());
     }
   return ::testing::AssertionSuccess();
 }

@@ -101,8 +101,10 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 /// (b) within attention_tolerance(fp32) of decode_reference over the INT8 cache (the exact
 /// result over the dequantized values); (c) within int8_kv_output_bound — per (sequence, head),
 /// its score error summed from the defined steps — of decode_reference over the fp32 data and of
-/// the chapter-03 cpu/decode_simd. The message names the step, relative error, max-abs against
-/// the bound, softmax KL, the saturations and the seed. @p errors (when given) receives the
+/// the chapter-03 cpu/decode_simd. The message names the step; the NaN/Inf outputs first (how
+/// many, the first as (sequence, head, channel)); the relative error, max-abs, softmax KL and
+/// saturations over the finite outputs; the first few outputs that fail (b) or (c), each against
+/// its bound, and how many more; and the seed. @p errors (when given) receives the
 /// errors of the last step, each head's beside its own bound.
 ::testing::AssertionResult int8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
                                                      const Int8Case& c, Int8Errors* errors = nullptr);

@@ -14,20 +14,15 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::string position(int64_t index, const Shape& shape) {
-  Shape at(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    at[d] = index % shape[d];
-    index /= shape[d];
-  }
-  return to_string(at);
-}
+// The outputs' dimensions: scores [num_heads, seq_len, seq_len], softmax [rows, row_len], C [m, n].
+const AxisNames kScoresAxes{"head", "query", "key"};
+const AxisNames kMatrixAxes{"row", "col"};
 
 // Compares @p out with @p expected, where @p masked marks the elements that must be exactly
 // @p masked_value (−∞ scores, 0 probabilities) and the others go through compare_to_oracle().
 ::testing::AssertionResult compare_masked(const std::string& name, uint64_t seed, const Tensor<float>& out,
                                           Tensor<double> expected, const std::vector<bool>& masked, float masked_value,
-                                          Tolerance tolerance) {
+                                          Tolerance tolerance, const AxisNames& axes) {
   Tensor<float> unmasked = out;
   int64_t wrong = 0, first_wrong = -1;
   for (int64_t i = 0; i < out.size(); ++i) {
@@ -39,16 +34,22 @@ std::string position(int64_t index, const Shape& shape) {
     expected[i] = 0.0;
   }
   if (wrong > 0) {
-    return ::testing::AssertionFailure() << name << ": " << wrong << " masked elements are not " << masked_value
-                                         << "; the first, at " << position(first_wrong, out.shape()) << ", is "
-                                         << out[first_wrong] << "\n  seed " << seed
-                                         << " (" << testing::replay_hint(seed) << ")";
+    // NaN first (a masked element left at the NaN poison is one): the count and where.
+    int64_t nans = 0, first_nan = -1;
+    for (int64_t i = 0; i < out.size(); ++i)
+      if (std::isnan(out[i]) && nans++ == 0) first_nan = i;
+    std::ostringstream nan_line;
+    if (nans > 0)
+      nan_line << non_finite_summary(nans, nans, out.size()) << ", first at "
+               << format_position(unflatten(first_nan, out.shape()), axes) << "; ";
+    return ::testing::AssertionFailure() << name << ": " << nan_line.str() << wrong << " of the masked elements "
+                                         << (wrong == 1 ? "is" : "are") << " not " << masked_value << "; the first, at "
+                                         << format_position(unflatten(first_wrong, out.shape()), axes) << ", is "
+                                         << out[first_wrong] << "\n  " << seed_note(seed);
   }
-  const Comparison comparison = compare_to_oracle(unmasked, expected, tolerance);
-  if (!comparison.ok) {
-    return ::testing::AssertionFailure() << name << ": " << comparison.report() << "\n  seed " << seed
-                                         << " (" << testing::replay_hint(seed) << ")";
-  }
+  const Comparison comparison = compare_to_oracle(unmasked, expected, tolerance, axes);
+  if (!comparison.ok)
+    return ::testing::AssertionFailure() << name << ": " << comparison.report() << "\n  " << seed_note(seed);
   return ::testing::AssertionSuccess();
 }
 
@@ -72,9 +73,10 @@ Tolerance masked_product_tolerance(const Tensor<double>& expected, const Tensor<
 // Runs @p run under every schedule into a poisoned output of @p shape (host_same_under_schedules).
 ::testing::AssertionResult run_scheduled(const std::string& name, uint64_t seed,
                                          const std::function<void(Tensor<float>&)>& run, const Shape& shape,
-                                         Tensor<float>& out) {
-  const ::testing::AssertionResult same = host_same_under_schedules(run, shape, &out);
-  if (!same) return ::testing::AssertionFailure() << name << ": " << same.message() << "\n  seed " << seed;
+                                         const AxisNames& axes, Tensor<float>& out) {
+  const ::testing::AssertionResult same =
+      host_same_under_schedules(run, shape, &out, default_schedules(), element_name(shape, axes));
+  if (!same) return ::testing::AssertionFailure() << name << ": " << same.message() << "\n  " << seed_note(seed);
   return ::testing::AssertionSuccess();
 }
 
@@ -90,7 +92,7 @@ Tolerance masked_product_tolerance(const Tensor<double>& expected, const Tensor<
   const std::string name = "scores " + c.name();
   Tensor<float> out;
   const ::testing::AssertionResult ran = run_scheduled(
-      name, rng.seed(), [&](Tensor<float>& s) { run(q, k, c.causal, s); }, shape, out);
+      name, rng.seed(), [&](Tensor<float>& s) { run(q, k, c.causal, s); }, shape, kScoresAxes, out);
   if (!ran) return ran;
 
   // The oracle: float64 dot products.
@@ -120,7 +122,7 @@ Tolerance masked_product_tolerance(const Tensor<double>& expected, const Tensor<
   }
   const Tolerance tolerance = masked_product_tolerance(expected, magnitude, masked);
   return compare_masked(name, rng.seed(), out, std::move(expected), masked, -std::numeric_limits<float>::infinity(),
-                        tolerance);
+                        tolerance, kScoresAxes);
 }
 
 // ---- softmax ----
@@ -147,7 +149,7 @@ std::string SoftmaxCase::name() const {
   const std::string name = "softmax " + c.name();
   Tensor<float> out;
   const ::testing::AssertionResult ran = run_scheduled(
-      name, rng.seed(), [&](Tensor<float>& p) { run(scores, p, c.threads_per_block); }, shape, out);
+      name, rng.seed(), [&](Tensor<float>& p) { run(scores, p, c.threads_per_block); }, shape, kMatrixAxes, out);
   if (!ran) return ran;
 
   // The oracle: float64 softmax of each row.
@@ -166,7 +168,7 @@ std::string SoftmaxCase::name() const {
     for (int64_t j = 0; j < c.row_len; ++j) p[j] /= sum;
   }
   return compare_masked(name, rng.seed(), out, std::move(expected), masked, 0.0f,
-                        attention_tolerance(Precision::fp32, max_abs_logit));
+                        attention_tolerance(Precision::fp32, max_abs_logit), kMatrixAxes);
 }
 
 // ---- gemm ----
@@ -193,7 +195,7 @@ std::vector<GemmCase> odd_gemm_cases() {
   const std::string name = "gemm " + c.name();
   Tensor<float> out;
   const ::testing::AssertionResult ran = run_scheduled(
-      name, rng.seed(), [&](Tensor<float>& p) { run(a, b, p); }, shape, out);
+      name, rng.seed(), [&](Tensor<float>& p) { run(a, b, p); }, shape, kMatrixAxes, out);
   if (!ran) return ran;
 
   // The oracle: the float64 product.
@@ -211,7 +213,7 @@ std::vector<GemmCase> odd_gemm_cases() {
     }
   const std::vector<bool> masked(size_t(out.size()), false);
   const Tolerance tolerance = masked_product_tolerance(expected, magnitude, masked);
-  return compare_masked(name, rng.seed(), out, std::move(expected), masked, 0.0f, tolerance);
+  return compare_masked(name, rng.seed(), out, std::move(expected), masked, 0.0f, tolerance, kMatrixAxes);
 }
 
 }  // namespace inferlab::testing

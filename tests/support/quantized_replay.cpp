@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
+
+#include "common/compare.h"
+#include "tests/support/seeded.h"
 
 namespace inferlab::testing {
 
@@ -61,6 +65,51 @@ double softmax_kl(const std::vector<double>& s, const std::vector<double>& s_hat
     if (p > 0.0) kl += p * std::log(p / p_hat);
   }
   return kl;
+}
+
+std::string cache_element(bool value, int64_t sequence, int64_t kv_head, int64_t token, int64_t channel) {
+  return std::string(value ? "V" : "K") + " (sequence " + std::to_string(sequence) + ", KV head " +
+         std::to_string(kv_head) + ", token " + std::to_string(token) + ", channel " + std::to_string(channel) + ")";
+}
+
+std::string output_element(int64_t sequence, int64_t head, int64_t channel) {
+  return "(sequence " + std::to_string(sequence) + ", head " + std::to_string(head) + ", channel " +
+         std::to_string(channel) + ")";
+}
+
+void StepFailures::non_finite(int64_t sequence, int64_t head, int64_t channel, double value) {
+  if (non_finite_++ == 0) first_non_finite_ = output_element(sequence, head, channel);
+  nan_ += std::isnan(value);
+}
+
+void StepFailures::kernel_error(const std::string& line) {
+  if (kernel_errors_++ < int64_t(kReportedMismatches)) kernel_lines_.push_back(line);
+}
+
+void StepFailures::outside_bound(const std::string& line) {
+  if (outside_++ < int64_t(kReportedMismatches)) outside_lines_.push_back(line);
+}
+
+std::string StepFailures::report(const std::string& what, int64_t outputs, const std::string& errors,
+                                 const std::string& bound_name, uint64_t seed) const {
+  std::ostringstream out;
+  out << what << ": ";
+  if (non_finite_ > 0)
+    out << non_finite_summary(non_finite_, nan_, outputs) << ", first at " << first_non_finite_ << "\n  over the "
+        << outputs - non_finite_ << " finite outputs: ";
+  out << errors;
+  const auto list = [&](int64_t count, const std::vector<std::string>& lines, const std::string& title) {
+    if (count == 0) return;
+    out << "\n  " << count << " of " << outputs << (count == 1 ? " output " : " outputs ") << title << ":";
+    for (const std::string& line : lines) out << "\n    " << line;
+    if (count > int64_t(lines.size())) out << "\n    … and " << count - int64_t(lines.size()) << " more";
+  };
+  list(kernel_errors_, kernel_lines_,
+       "differ from the float64 decode of their own dequantized cache — not a quantization error but a kernel "
+       "error (wrong conversion, scale or row?)");
+  list(outside_, outside_lines_, "outside " + bound_name);
+  out << "\n  " << seed_note(seed);
+  return out.str();
 }
 
 }  // namespace inferlab::testing

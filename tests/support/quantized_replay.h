@@ -7,6 +7,7 @@
 /// quantized scores move the attention weights.
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -54,5 +55,39 @@ class ReplayKv {
 
 /// KL(p ‖ p̂) of p = softmax(@p s) and p̂ = softmax(@p s_hat) (max subtracted), in double.
 double softmax_kl(const std::vector<double>& s, const std::vector<double>& s_hat);
+
+/// "K (sequence 1, KV head 0, token 7, channel 17)": element (sequence, KV head, token, channel)
+/// of a cache's K (or V, when @p value).
+std::string cache_element(bool value, int64_t sequence, int64_t kv_head, int64_t token, int64_t channel);
+
+/// "(sequence 1, head 3, channel 17)": an element of a decode output [batch, num_heads, head_dim].
+std::string output_element(int64_t sequence, int64_t head, int64_t channel);
+
+/// The failures of one quantized decode step, gathered over every output and reported NaN first:
+/// the count of NaN/Inf outputs and the first one, then the errors over the finite outputs, then
+/// each kind of failure with its count and at most kReportedMismatches examples.
+class StepFailures {
+ public:
+  /// Output (@p sequence, @p head, @p channel) is NaN or ±Inf.
+  void non_finite(int64_t sequence, int64_t head, int64_t channel, double value);
+  /// An output that differs from the float64 decode of its own dequantized cache: @p line says
+  /// which and by how much.
+  void kernel_error(const std::string& line);
+  /// An output outside the derived bound: @p line says which and why.
+  void outside_bound(const std::string& line);
+  /// Whether anything failed.
+  bool any() const { return non_finite_ > 0 || kernel_errors_ > 0 || outside_ > 0; }
+  /// The message: "@p what: 2 of 96 outputs are NaN, first at (sequence 0, head 1, channel 5)",
+  /// then @p errors (the error statistics, over the finite outputs when some are not), then the
+  /// kernel errors and the outputs outside @p bound_name ("the derived INT8 bound"), each with
+  /// a count and the first few, then the seed and its replay hint.
+  std::string report(const std::string& what, int64_t outputs, const std::string& errors, const std::string& bound_name,
+                     uint64_t seed) const;
+
+ private:
+  int64_t non_finite_ = 0, nan_ = 0, kernel_errors_ = 0, outside_ = 0;
+  std::string first_non_finite_;
+  std::vector<std::string> kernel_lines_, outside_lines_;
+};
 
 }  // namespace inferlab::testing

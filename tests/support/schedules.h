@@ -11,9 +11,13 @@
 /// @endcode
 ///
 /// Before each run the outputs are poisoned with 0xFF bytes (NaN), so an element that no thread
-/// writes fails too. On a difference the message names the kernel, the first differing element,
-/// its value under each schedule and, from a watched rerun, the block, thread and source lines
-/// of its last writer under each schedule.
+/// writes fails too. On a difference the message names the kernel and where it was launched
+/// (the launch, not the faulty line), how many elements differ and the first of them in the
+/// output's own coordinates, its value under each schedule and, from a watched rerun, the block,
+/// thread and source lines of its last writer under each schedule; and it says what differing
+/// results mean: a race or a read of memory no thread wrote (a missing barrier, an out-of-bounds
+/// or an uninitialised read), which the emulator's checkers name by line when they catch it
+/// (thread_order_explanation()).
 
 #include <gtest/gtest.h>
 
@@ -22,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compare.h"
 #include "common/tensor.h"
 #include "simt/simt.h"
 
@@ -34,7 +39,25 @@ struct DeviceOutput {
   size_t bytes = 0;              ///< how many bytes to compare
   float float_tolerance = 0.0f;  ///< 0: bytes must match; > 0: compare as float32 within this
                                  ///< relative tolerance (for order-dependent float atomics)
+  Shape shape{};                 ///< when given: the output as a tensor of 4-byte elements of this
+                                 ///< shape, so a difference is named by its multi-index …
+  AxisNames axes{};              ///< … with these names ("(row 3, col 17)")
 };
+
+/// Names element @p index of a flat output in the tensor's own coordinates, e.g. "(head 1,
+/// query 3, channel 17)" or "V (sequence 1, KV head 0, token 7, channel 17)".
+using ElementName = std::function<std::string(int64_t index)>;
+
+/// An ElementName for an output of @p shape whose dimensions are called @p axes
+/// (format_position() of the element's multi-index).
+ElementName element_name(Shape shape, AxisNames axes);
+
+/// What results that differ between thread orders mean, for a failure message: the launch site
+/// of @p launch is where the kernel was launched, not the faulty line; the cause is a race or a
+/// read of memory no thread wrote (a missing __syncthreads/__syncwarp, an out-of-bounds read, an
+/// uninitialised read); the emulator's checker report (its racecheck, memcheck and initcheck
+/// lines), when it printed one, names the faulty line.
+std::string thread_order_explanation(const simt::LaunchRecord& launch);
 
 /// forward, reverse and @p random_seeds seeded shuffles (seeds 1, 2, …; INFERLAB_SEED, when set,
 /// is added to them so that a rerun can explore other orders).
@@ -55,10 +78,13 @@ std::vector<simt::Schedule> default_schedules(int random_seeds = 3);
 /// @p run once per schedule, each time into a fresh output of @p output_shape poisoned with NaN,
 /// and fails when @p run throws (the message includes simt::last_error_message(): a barrier
 /// that some threads never reach is reported there with its line) or when any output bit
-/// differs from the first schedule's (the message names the first differing element and the
-/// last kernel launched). On success, @p output (when given) receives the output.
+/// differs from the first schedule's (the message counts the differing elements, names the
+/// first by @p name — by its multi-index in @p output_shape when @p name is empty — and gives
+/// the last kernel launched and thread_order_explanation()). On success, @p output (when given)
+/// receives the output.
 ::testing::AssertionResult host_same_under_schedules(const std::function<void(Tensor<float>& out)>& run,
                                                      const Shape& output_shape, Tensor<float>* output = nullptr,
-                                                     const std::vector<simt::Schedule>& schedules = default_schedules());
+                                                     const std::vector<simt::Schedule>& schedules = default_schedules(),
+                                                     const ElementName& name = {});
 
 }  // namespace inferlab::testing

@@ -11,6 +11,10 @@ std::string replay_hint(uint64_t seed) {
                        : "rerun with INFERLAB_SEED=" + std::to_string(seed);
 }
 
+std::string seed_note(uint64_t seed) {
+  return "seed " + std::to_string(seed) + " (" + replay_hint(seed) + ")";
+}
+
 SeededRng::SeededRng()
     : Rng(Rng::fresh_seed()),
       trace_(__FILE__, __LINE__, "random data seed " + std::to_string(seed()) +

@@ -15,6 +15,10 @@ namespace inferlab::testing {
 /// the environment is ignored) "replay: ./inferlab grade --seed <seed>".
 std::string replay_hint(uint64_t seed);
 
+/// "seed 42 (rerun with INFERLAB_SEED=42)": the seed and replay_hint(), for the end of a failure
+/// message (an AssertionResult returned by a check outlives the check's SeededRng trace).
+std::string seed_note(uint64_t seed);
+
 /// An Rng seeded freshly (or from INFERLAB_SEED, or from the grader's --inferlab_seed) whose seed
 /// is attached to every failure in the enclosing scope, with replay_hint().
 class SeededRng : public Rng {
