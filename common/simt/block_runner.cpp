@@ -308,10 +308,16 @@ class BlockRunner {
     if (headline.empty()) {
       const bool all_barriers =
           std::all_of(groups.begin(), groups.end(), [](const Group& g) { return g.example->op == Op::barrier; });
+      // The first line names the source lines: it is what a grade report quotes.
+      std::string sites;
+      for (size_t i = 0; i < groups.size() && i < 3; ++i)
+        sites += (i == 0 ? "" : i + 1 == groups.size() ? " and " : ", ") + where(groups[i].example->site);
+      if (groups.size() > 3) sites += ", …";
       if (all_barriers && !exited.empty())
-        headline = "barrier divergence: " + thread_list(exited) + " exited while others wait at __syncthreads()";
+        headline = "barrier divergence: " + thread_list(exited) + " exited while others wait at __syncthreads() at " +
+                   sites;
       else if (all_barriers)
-        headline = "barrier divergence: threads wait at different __syncthreads() calls";
+        headline = "barrier divergence: threads wait at different __syncthreads() calls, at " + sites;
       else
         headline = "deadlock: the threads wait at synchronisation points that can never complete";
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "simt/detail/device_memory.h"
 #include "simt/internal.h"
 
 namespace {
@@ -128,6 +129,10 @@ void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float
   if (ct != CUDA_R_32F)
     for (size_t col = 0; col < static_cast<size_t>(n); ++col)
       for (size_t row = 0; row < static_cast<size_t>(m); ++row) store(C, ct, col * ldc + row, c_wide[col * m + row]);
+  // initcheck: C's columns now hold values (the padding between them is untouched).
+  const size_t element = ct == CUDA_R_32F ? 4 : 2;
+  for (size_t col = 0; col < static_cast<size_t>(n); ++col)
+    simt::detail::mark_device_written(static_cast<char*>(C) + col * ldc * element, m * element);
 }
 
 cublasStatus_t check_types(cudaDataType at, cudaDataType bt, cudaDataType ct, cublasComputeType_t compute) {

@@ -89,7 +89,8 @@ TEST(SimtWrongKernels, WarpSynchronousTailWithoutSyncwarpIsARace) {
 TEST(SimtWrongKernels, BarrierInDivergentBranchIsReported) {
   DeviceBuffer<float> out(64);
   const std::string message = expect_launch_failure(barrier_in_branch(out.data()));
-  EXPECT_THAT(message, HasSubstr("barrier divergence"));
+  EXPECT_THAT(message, HasSubstr("barrier divergence: threads wait at different __syncthreads() calls, at "
+                                 "wrong_kernels.cu:"));  // the first line names the lines
   EXPECT_THAT(message, HasSubstr("barrier_in_branch_kernel"));
   EXPECT_THAT(message, HasSubstr("block ("));
   EXPECT_THAT(message, HasSubstr("threads 0-15 wait at __syncthreads() at wrong_kernels.cu:"));
@@ -100,7 +101,7 @@ TEST(SimtWrongKernels, BarrierInDivergentBranchIsReported) {
 TEST(SimtWrongKernels, BarrierAfterEarlyExitIsReported) {
   DeviceBuffer<float> out(32);
   const std::string message = expect_launch_failure(barrier_after_early_exit(out.data()));
-  EXPECT_THAT(message, HasSubstr("thread 0 exited while others wait at __syncthreads()"));
+  EXPECT_THAT(message, HasSubstr("thread 0 exited while others wait at __syncthreads() at wrong_kernels.cu:"));
   EXPECT_THAT(message, HasSubstr("barrier_after_early_exit_kernel"));
   EXPECT_THAT(message, HasSubstr("block (0,0,0)"));
   EXPECT_THAT(message, HasSubstr("threads 1-31 wait at __syncthreads() at wrong_kernels.cu:"));

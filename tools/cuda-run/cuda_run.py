@@ -185,7 +185,9 @@ def build(config: dict, translation: cuda_translate.Translation, display: str, s
     user_dir = os.path.dirname(os.path.abspath(source_path))
     support = build_support(config, cache_root, verbose)
     probe = compile_command(config, "SOURCE", "EXECUTABLE", user_dir, support)
-    key = hashlib.sha256("\0".join([translation.text, display, "\x01".join(probe),
+    # The driver's own text is part of the key: a change in how it compiles rebuilds.
+    driver = str(os.path.getmtime(__file__))
+    key = hashlib.sha256("\0".join([translation.text, display, "\x01".join(probe), driver,
                                     input_stamp(config)]).encode()).hexdigest()[:16]
     folder = os.path.join(cache_root, f"{stem}-{key}")
     executable = os.path.join(folder, stem)
@@ -205,6 +207,18 @@ def build(config: dict, translation: cuda_translate.Translation, display: str, s
     _write_atomically(source, translation.text.encode())
     partial = executable + f".partial-{os.getpid()}"
     command = compile_command(config, source, partial, user_dir, support)
+    # Compile and link in two steps: -fsanitize=thread (the checks' instrumentation) must not reach
+    # the link, where g++ would add ThreadSanitizer's runtime (the emulator defines its entry points).
+    sanitize = [o for o in command if o.startswith("-fsanitize=thread")]
+    if sanitize:
+        obj = partial + ".o"
+        at = command.index("-o")
+        compile_part = [o for o in command[:at] if o not in ("-Wl,--wrap=main",)] + \
+            ["-c", "-o", obj, "-x", "c++", source]
+        link_part = [o for o in command if o not in sanitize and o != source and o != "c++"]
+        link_part = [o for o in link_part if o not in ("-x", "none")]
+        link_part[link_part.index(partial) + 1:link_part.index(partial) + 1] = [obj]
+        command = ["sh", "-c", shlex.join(compile_part) + " && " + shlex.join(link_part)]
     if verbose:
         print(f"{PREFIX} cuda-run: compiling {display} -> {executable}\n{PREFIX}   {shlex.join(command)}",
               file=sys.stderr)

@@ -109,8 +109,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, metavar="N",
                    help="the seed of every graded test's fresh data (default: a new one, printed and saved "
                         "in grade.json; give it again to replay a run)")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="per-test time limit (default: 30)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="per-test time limit (default: 120: every kernel access is checked, see docs/pages/sanitizer.md)")
     p.add_argument("--build-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="time limit of each build step (default: 900)")
     p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
