@@ -163,7 +163,7 @@ TEST(SimtWrongKernelsDeathTest, OutOfBoundsGlobalWriteIsCaught) {
         cudaMalloc(&out, count * sizeof(float));
         out_of_bounds_write(out, count);
       },
-      "(heap-buffer-overflow|unknown-crash|SEGV)(.|\n)*out_of_bounds_write_kernel(.|\n)*wrong_kernels.cu:[0-9]+(.|\n)*"
+      "(heap-buffer-overflow|use-after-poison|unknown-crash|SEGV)(.|\n)*out_of_bounds_write_kernel(.|\n)*wrong_kernels.cu:[0-9]+(.|\n)*"
       "simt: the fault above happened in kernel 'inferlab::sim::simt_tests::out_of_bounds_write_kernel"
       "(.|\n)*block \\(1,0,0\\)(.|\n)*thread \\(13,0,0\\)");
 }
