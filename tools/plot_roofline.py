@@ -143,6 +143,8 @@ def main():
                         help="only runs whose benchmark name matches this regular expression")
     parser.add_argument("--read-roof", action="store_true",
                         help="also draw the read-bandwidth roof (AI x read GB/s), the one decode lives under")
+    parser.add_argument("--xlabel",
+                        help="x-axis label naming the traffic model behind each AI (default: the counters' names)")
     parser.add_argument("--show-unfused", action="store_true",
                         help="also mark each run at its AI_unfused (hollow markers, same GFLOP/s)")
     args = parser.parse_args()
@@ -231,7 +233,7 @@ def main():
     ax.set_xlim(ai_lo, ai_hi)
     ax.set_ylim(gf_lo, gf_hi)
     exceptions = "".join(f"; {pattern}: {counter}" for pattern, counter in ai_counter_for)
-    ax.set_xlabel(f"arithmetic intensity ({args.ai_counter}{exceptions}), FLOP/byte")
+    ax.set_xlabel(args.xlabel or f"arithmetic intensity ({args.ai_counter}{exceptions}), FLOP/byte")
     ax.set_ylabel(f"achieved {args.gflops_counter}")
     ax.set_title(args.title or "Roofline of this machine with benchmark runs")
     ax.grid(True, which="major", alpha=0.35)
