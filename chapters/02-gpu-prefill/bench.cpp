@@ -23,12 +23,15 @@
 // device memory, scratch and cuBLAS handle allocated once, warm-up calls, then as many calls as
 // the benchmark asks for between two CUDA events. The host-tensor entry points that the tests
 // use would mostly time PCIe copies and cudaMalloc. Bytes per element: 4 for fp32 versions, 2
-// for cuda/cublas_fp16 and cuda/cublas_bf16. The percentages refer to the GPU's ceilings, which
-// this binary measures at start-up (recorded in the JSON context as gpu_*): the compute roof is
-// the cuBLAS SGEMM rate (fp32 versions) or the fp16 GemmEx rate (16-bit versions) at n = 8192,
-// the bandwidth is a device-to-device cudaMemcpy. So peak_pct is the % of that GEMM rate; it is
-// also set as gemm_pct, the target: cuda/cublas ≥ 50% of it at L ≥ 2048, and
-// cuda/tiled ≥ 5× cuda/naive. best_* equal the mean for GPU versions (one event pair per batch).
+// for cuda/cublas_fp16 and cuda/cublas_bf16 (so AI_unfused counts 16-bit scores; those versions
+// really keep S in fp32 and P in 16 bits, 12 bytes per score, AI → d/3: lesson §6). The
+// percentages refer to the GPU's ceilings, which this binary measures at start-up (recorded in
+// the JSON context as gpu_*): the compute roof is the cuBLAS SGEMM rate (fp32 versions) or the
+// fp16 GemmEx rate (16-bit versions) at n = 8192, the bandwidth is a device-to-device
+// cudaMemcpy. So peak_pct is the % of that GEMM rate; it is also set as gemm_pct, for the two GPU
+// goals of this chapter: cuda/cublas ≥ 50% of that GEMM rate at L ≥ 2048, and cuda/tiled ≥ 5×
+// cuda/naive (unmeasured until a GPU run). best_* equal the mean for GPU versions (one event
+// pair per batch).
 //
 // Counters (chapters/bench_counters.h): FLOPs, bytes and AI under the article's model (L² scores
 // once) and the unfused model (~4·L²), GFLOP/s, GB/s, the roof at each AI and the percentage of

@@ -12,7 +12,8 @@ constexpr int kTile = 16;  // the block is kTile × kTile threads; the tiles are
 // c[row][col] = Σ_t a[row][t] · b[t][col] for a [m, k], b [k, n], c [m, n], row-major.
 // Thread (x, y) of block (bx, by) owns row = by·16 + y and col = bx·16 + x.
 __global__ void gemm_tiled_kernel(const float* a, const float* b, float* c, int m, int n, int k) {
-  // TODO(student): declare two __shared__ float [kTile][kTile] tiles. For k0 = 0, 16, 32, … < k:
+  // TODO(student): declare two __shared__ float [kTile][kTile] tiles (conflict-free here: no padding
+  // needed, see chapter 02's lesson, §3). For k0 = 0, 16, 32, … < k:
   // thread (x, y) loads a[row][k0 + x] into the A tile and b[k0 + y][col] into the B tile (0
   // where the element lies outside a or b); __syncthreads(); add the 16 products
   // a_tile[y][t] * b_tile[t][x] to its sum; __syncthreads(). Then store the sum if (row, col)
