@@ -41,8 +41,10 @@
 /// v_new[b][g] (in V). Nothing else of the cache changes: the grader compares every byte,
 /// the poisoned slots included. The launcher (given) has already refused a full sequence
 /// (lengths[b] = max_seq_len: std::invalid_argument, nothing written) and increments the
-/// lengths after your kernel; still, never write a slot outside [0, max_seq_len) — a bad length
-/// must lose the token, not overwrite the next head's cache.
+/// lengths after your kernel, so every length your kernel sees is valid and the tests cannot
+/// pass it another. Guard the slot anyway (write only when 0 ≤ lengths[b] < max_seq_len), as the
+/// lab's cuda/append does: a caller with corrupt lengths must lose a token rather than overwrite
+/// the next head's cache. The grader does not test that branch.
 /// Launch (given): grid (num_kv_heads, batch), block (64); block (g, b) copies one row of K and
 /// one of V, its threads striding through the row (c = threadIdx.x, c += blockDim.x) so that
 /// consecutive threads touch consecutive addresses. head_dim may be smaller than the block (7)
@@ -61,7 +63,8 @@
 /// new token is already appended, so no causal mask: every cached token is visible) and
 /// group_size = num_heads / num_kv_heads (grouped-query attention: consecutive query heads
 /// share one KV head). Every sequence has its own L ≥ 1 (a ragged batch): never touch a slot at
-/// or past L — it holds NaN. Logits can be in the hundreds: subtract the max before exp.
+/// or past L — it holds NaN — nor scores[L]: for the batch's longest sequence that is one float
+/// past the dynamic shared memory, which the emulator's memcheck reports at your line. Logits can be in the hundreds: subtract the max before exp.
 /// Launch (given): grid (num_heads, batch), blockDim.x = threads_per_block — any multiple of 32
 /// from 32 to 1024 —, dynamic shared memory of head_dim + max_length floats (max_length = the
 /// longest L of the batch): `q_scaled` [head_dim] then `scores` [max_length]. Block (h, b):
