@@ -39,6 +39,15 @@ void attention_single_head(std::span<const float> q, std::span<const float> k, s
 /// scale and softmax. Bytes: read Q, K and V, write the seq_len×seq_len score matrix once, and
 /// write O, each element @p bytes_per_element bytes. (The answer for L = 2048, d = 128, fp16 has
 /// an arithmetic intensity of about 204.8 FLOP/byte.) Size hint: 4 lines.
+///
+/// Return a `Cost` (common/cost.h) with its two fields set:
+///  - `flops`: the floating-point operations of one head, a multiply-add counting 2 — here
+///    4·seq_len²·head_dim (dense: no causal mask);
+///  - `bytes`: the bytes that head moves to or from main memory under the article's model —
+///    bytes_per_element·(seq_len² + 4·seq_len·head_dim).
+/// Both are doubles: compute in double, since seq_len²·head_dim overflows a 32-bit int.
+/// `Cost::arithmetic_intensity()` is their ratio, flops / bytes; the tests check both fields and
+/// that ratio.
 Cost count_prefill_cost(int64_t seq_len, int64_t head_dim, double bytes_per_element);
 
 }  // namespace inferlab::student
