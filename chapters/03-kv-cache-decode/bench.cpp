@@ -5,13 +5,13 @@
 //  - every CPU decode version (cpu/decode, cpu/decode_simd) with an fp32 and an fp16 cache:
 //    families decode_fp32/... and decode_fp16/...; the cache is 4 KiB (fp32) or 2 KiB (fp16)
 //    per token per sequence, so the sweep runs from 2 MiB (in cache) to 2 GiB (DRAM);
-//  - the target point, family decode_8xllc_{fp32,fp16}/cpu/decode_simd: L = 32768 and
+//  - the 8× LLC point, family decode_8xllc_{fp32,fp16}/cpu/decode_simd: L = 32768 and
 //    the smallest batch whose cache is ≥ 8× the last-level cache the OS reports, capped at
 //    4 GiB (the cap wins when the reported LLC is above 512 MiB; cache_x_llc says what ran);
 //  - cuda/decode (fp32 and fp16 cache) timed at the device level when a GPU is present
 //    (kernels/timing/cuda_timing.h: the cache already in device memory, CUDA events); its
 //    percentages refer to the GPU's measured device-to-device copy bandwidth (read + write),
-//    also set as copy_pct. The GPU target: ≥ 80% of it at batch ≥ 8, L ≥ 4096.
+//    also set as copy_pct. The GPU goal (lesson §8): ≥ 80% of it at batch ≥ 8, L ≥ 4096.
 //    Without a GPU one line on stderr says why they were skipped.
 // The sim backend is never benchmarked (the emulator proves kernels correct; its times mean
 // nothing).
@@ -25,7 +25,7 @@
 //
 // Counters (chapters/bench_counters.h, set_decode_counters): FLOPs, bytes (K and V of every
 // cached token, q and out: decode_step_cost), AI, GFLOP/s, GB/s, read_pct (% of the measured
-// read bandwidth, the CPU target: cpu/decode_simd ≥ 70% when the cache is ≥ 8× LLC),
+// read bandwidth; the CPU goal, met (lesson §5): cpu/decode_simd ≥ 70% when the cache is ≥ 8× LLC),
 // the roof at that AI and the % of it, best_* from the fastest call, and cache_MiB, llc_MiB,
 // cache_x_llc. Memory: the largest point allocates 4 GiB (one cache at a time).
 #include <benchmark/benchmark.h>
