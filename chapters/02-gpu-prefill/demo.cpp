@@ -102,7 +102,8 @@ void tour_summary(std::ostream& out, const Roofline& roofline, const TourOptions
   out << "One layer, 8 heads, d=128, fp32. Prefill measured with " << best.name << " (unfused) and, at L=" << fused_len
       << ",\n"
       << fused_version.name << " (fused, chapter 05); one decode step (one new token per sequence) measured too.\n"
-      << "AI (fused) = L/2 in fp16, L/4 in fp32: what a kernel that never writes the scores could reach.\n";
+      << "AI (fused) = L/2 in fp16, L/4 in fp32 with one KV head per query head (8 KV heads here; L*g/(g+1) in\n"
+      << "fp16 with GQA groups of g): what a kernel that never writes the scores could reach.\n";
   out << std::setw(22) << "" << std::setw(12) << "AI article" << std::setw(12) << "AI unfused" << std::setw(11)
       << "AI fused" << std::setw(10) << "GFLOP/s" << std::setw(9) << "% roof" << "  bound\n";
   const std::vector<int64_t> lengths =
