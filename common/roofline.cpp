@@ -28,6 +28,7 @@
 #include <iomanip>
 #include <memory>
 #include <regex>
+#include <stdexcept>
 #include <sstream>
 #include <vector>
 
@@ -309,6 +310,26 @@ Roofline measure_roofline(const RooflineOptions& options) {
   return roofline;
 }
 
+Roofline median_roofline(const std::vector<Roofline>& runs) {
+  if (runs.empty()) throw std::invalid_argument("runs.size() = 0: median_roofline needs at least one run");
+  const auto median = [&](double Roofline::*field) {
+    std::vector<double> values;
+    for (const Roofline& r : runs) values.push_back(r.*field);
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  };
+  Roofline m = runs.front();
+  m.peak_gflops = median(&Roofline::peak_gflops);
+  m.peak_avx2_gflops = median(&Roofline::peak_avx2_gflops);
+  m.peak_avx512_gflops = median(&Roofline::peak_avx512_gflops);
+  m.read_gbs = median(&Roofline::read_gbs);
+  m.triad_gbs = median(&Roofline::triad_gbs);
+  for (const Roofline& r : runs) m.load_average = std::max(m.load_average, r.load_average);
+  m.runs = static_cast<int>(runs.size());
+  return m;
+}
+
 std::filesystem::path default_roofline_path() {
   if (const char* path = std::getenv("INFERLAB_ROOFLINE"); path != nullptr && *path != '\0') return path;
   return std::filesystem::path(INFERLAB_SOURCE_DIR) / "build" / "roofline.json";
@@ -333,6 +354,7 @@ void save_roofline(const Roofline& r, const std::filesystem::path& path) {
         << "  \"simd\": \"" << r.simd << "\",\n"
         << "  \"cpu\": \"" << r.cpu << "\",\n"
         << "  \"load_average\": " << r.load_average << ",\n"
+        << "  \"runs\": " << r.runs << ",\n"
         << "  \"measured_at\": \"" << r.measured_at << "\"\n"
         << "}\n";
     if (!out) throw std::runtime_error("cannot write roofline file '" + path.string() + "'");
@@ -371,6 +393,7 @@ std::optional<Roofline> load_roofline(const std::filesystem::path& path) {
   r.cpu = string("cpu");
   r.measured_at = string("measured_at");
   r.load_average = number("load_average").value_or(0);
+  r.runs = static_cast<int>(number("runs").value_or(1));
   return r;
 }
 

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace inferlab {
 
@@ -31,7 +32,9 @@ struct Roofline {
   std::string cpu;                  ///< CPU model name
   double working_set_mib = 0.0;     ///< bytes touched by the bandwidth loops, MiB
   std::string measured_at;          ///< UTC time of the measurement (ISO 8601)
-  double load_average = 0.0;        ///< 1-minute load average when the measurement began (Linux)
+  double load_average = 0.0;        ///< 1-minute load average when the measurement began (Linux); of
+                                    ///< a median of runs, the highest of the runs'
+  int runs = 1;                     ///< measurements this is the median of (median_roofline)
 
   /// Whether other work may have competed for the cores (load average above the thread count):
   /// then the ceilings may read low, and `inferlab roofline` is worth rerunning on an idle machine.
@@ -49,6 +52,12 @@ struct RooflineOptions {
   double seconds_per_test = 0.5;  ///< time spent per ceiling (best of several passes)
   int threads = 0;                ///< 0: all cores (OpenMP default)
 };
+
+/// The median of @p runs, ceiling by ceiling (peaks, read and triad bandwidth each the median of
+/// the runs' values; for an even count the mean of the middle two), so one disturbed run moves no
+/// figure; load_average is the highest of the runs' and runs their count; the other fields come
+/// from the first run. Throws std::invalid_argument for an empty list.
+Roofline median_roofline(const std::vector<Roofline>& runs);
 
 /// The size of this machine's last-level cache in bytes as the OS reports it (L3, else L2, else
 /// 32 MiB). A virtual machine may report its host's whole shared L3. The bandwidth loops, and

@@ -177,7 +177,9 @@ std::vector<AuditRow> article_audit() {
 }
 
 void print_audit(std::ostream& out, const std::vector<AuditRow>& rows) {
-  out << "Audit of the article's figures (recomputed by `inferlab analyze`; KiB/MiB/GiB binary, GB = 10^9 B)\n";
+  out << "Audit of the figures of the article " << kArticleTitle << " (\"" << kArticleTitleEnglish << "\"),\n"
+      << "recomputed by `inferlab analyze` (KiB/MiB/GiB binary, GB = 10^9 B); its errata: " << kArticleErrataPage
+      << "\n";
   for (const AuditRow& r : rows) {
     std::string verdict = to_string(r.verdict);
     for (char& c : verdict) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

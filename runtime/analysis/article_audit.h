@@ -1,15 +1,23 @@
 #pragma once
 /// @file article_audit.h
-/// The calculator's audit of the source article (seed/prefill-decode-article.zh.txt): each of
-/// its figures on the KV cache, decode bandwidth and quantization, recomputed by the same code
-/// that `inferlab analyze` runs, with what the article says, the correct value and why.
-/// `inferlab analyze --audit` prints it; chapters/03-kv-cache-decode/README.md (§7) shows it.
+/// The calculator's audit of the source article, 《大模型推理优化：Prefill与Decode机制详解》 ("LLM
+/// inference optimization: Prefill and Decode explained"): each of its figures on the KV cache,
+/// decode bandwidth and quantization, recomputed by the same code that `inferlab analyze` runs,
+/// with what the article says, the correct value and why. `inferlab analyze --audit` prints it;
+/// the article's errata, in the lab's own words, are on one page: docs/pages/article-errata.md.
 
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace inferlab::analysis {
+
+/// The audited article's title, as published.
+inline constexpr const char* kArticleTitle = "《大模型推理优化：Prefill与Decode机制详解》";
+/// The title in English.
+inline constexpr const char* kArticleTitleEnglish = "LLM inference optimization: Prefill and Decode explained";
+/// The repository page that lists the article's errata.
+inline constexpr const char* kArticleErrataPage = "docs/pages/article-errata.md";
 
 /// How an article figure fares against the calculator.
 enum class Verdict {
@@ -35,7 +43,8 @@ std::string to_string(Verdict verdict);
 /// A100 40GB, the device of the article's §4.3).
 std::vector<AuditRow> article_audit();
 
-/// Writes @p rows as text blocks: claim and verdict, then article / correct / why.
+/// Writes @p rows as text blocks, under a heading naming the article by its title and the errata
+/// page: claim and verdict, then article / correct / why.
 void print_audit(std::ostream& out, const std::vector<AuditRow>& rows);
 /// Writes @p rows as a Markdown table (for the lesson).
 void print_audit_markdown(std::ostream& out, const std::vector<AuditRow>& rows);

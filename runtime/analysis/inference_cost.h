@@ -9,10 +9,14 @@
 ///    norms and the LM head — whatever the number of tokens in it. The embedding table is a
 ///    lookup: only the rows of the batch's tokens are read, so it is held but not streamed.
 ///    Quantized formats (int8, int4, fp8) apply to the blocks' linear layers; embedding, LM head
-///    and norms stay 16-bit (as GPTQ, AWQ and LLM.int8() leave them). int8 is per-output-channel
+///    and norms stay 16-bit (as GPTQ, AWQ and LLM.int8() leave them); with fp32 weights (a CPU
+///    running the lab's fp32 kernels) everything is fp32, activations included. With tied
+///    embeddings the LM head is the embedding table: held once, streamed as the head. int8 is per-output-channel
 ///    (scales < 0.1 %, left out); int4 is group-wise with an fp16 scale per 128 weights
 ///    (0.5 + 2/128 bytes per weight). int8 and int4 are weight-only: the math runs in 16-bit; fp8
-///    weights use the FP8 peak where the device has one.
+///    weights use the FP8 peak where the device has one, and on a device without FP8 math (A100)
+///    are dequantized to 16-bit: the 16-bit peak, with a warning. fp32 weights use the device's
+///    fp32 (non-tensor) peak; a CPU's measured peak is fp32 already.
 ///  - **KV cache.** Per token per layer: 2 (K and V) · num_kv_heads · head_dim elements; for
 ///    H = 4096 in fp16 that is 2 · 4096 · 2 = 16 KiB. int8 KV adds one fp16 scale per token per KV
 ///    head for K and for V (per-token-per-head, as chapter 04 quantizes): 2 · num_kv_heads · 2
@@ -25,7 +29,8 @@
 ///  - **Decode step** (one new token per sequence, `context` tokens already cached): linear
 ///    FLOPs 2 · (block weights + LM head) per sequence; attention over context + 1 keys (cost.h);
 ///    bytes = weights (once per step, shared by the whole batch) + the KV of all `context` cached
-///    tokens of every sequence + the new token's K and V written.
+///    tokens of every sequence + the new token's K and V written. On a measured CPU the step
+///    streams at the read bandwidth (DeviceSpec::decode_bandwidth_gbs), not triad.
 ///  - Left out everywhere: activations between layers, norms', RoPE's and SwiGLU's elementwise
 ///    FLOPs, embedding rows, sampling — each a few KB or MFLOP per token.
 ///  - **Floors.** time ≥ max(FLOPs / peak, bytes / bandwidth); the stage is compute-bound when
@@ -35,11 +40,14 @@
 ///    KV cache, filled with sequences of the ShareGPT length mix (the vLLM paper's Fig. 11 means)
 ///    no longer than `context`: how many fit with a contiguous `context`-token slot per sequence
 ///    vs 16-token blocks, and the share of the reserved bytes that holds tokens. Activations and
-///    the runtime's own memory are left out, so the counts are ceilings.
+///    the runtime's own memory are left out, so the counts are ceilings. The largest batch (at
+///    `context` tokens) and the longest context (at `batch` sequences) whose KV fits beside the
+///    weights follow from the same budget, ⌊budget / (KV bytes per token · context or batch)⌋.
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/analysis/device_spec.h"
 #include "runtime/analysis/kv_capacity.h"
@@ -49,6 +57,7 @@ namespace inferlab::analysis {
 
 /// Storage format of the weights.
 enum class WeightFormat {
+  fp32,  ///< 4 bytes (and fp32 math; the whole model in fp32)
   fp16,  ///< 2 bytes
   bf16,  ///< 2 bytes
   fp8,   ///< 1 byte (E4M3, per-tensor scale)
@@ -58,22 +67,23 @@ enum class WeightFormat {
 
 /// Storage format of the KV cache.
 enum class KvFormat {
+  fp32,  ///< 4 bytes per element
   fp16,  ///< 2 bytes per element
   bf16,  ///< 2 bytes per element
   fp8,   ///< 1 byte per element (E4M3, per-tensor scale)
   int8,  ///< 1 byte per element + one fp16 scale per token per KV head, for K and for V
 };
 
-/// "fp16", "bf16", "fp8", "int8", "int4".
+/// "fp32", "fp16", "bf16", "fp8", "int8", "int4".
 std::string_view to_string(WeightFormat format);
-/// "fp16", "bf16", "fp8", "int8".
+/// "fp32", "fp16", "bf16", "fp8", "int8".
 std::string_view to_string(KvFormat format);
 /// Parses @p name (as to_string writes it); throws std::invalid_argument naming "weights".
 WeightFormat parse_weight_format(const std::string& name);
 /// Parses @p name (as to_string writes it); throws std::invalid_argument naming "kv".
 KvFormat parse_kv_format(const std::string& name);
 
-/// Bytes per quantized weight, scales included: 2, 2, 1, 1, 0.515625.
+/// Bytes per quantized weight, scales included: 4, 2, 2, 1, 1, 0.515625.
 double bytes_per_weight(WeightFormat format);
 
 /// The KV cache's size.
@@ -96,10 +106,10 @@ KvWasteSettings kv_waste_settings(const ModelShape& model, KvFormat format);
 
 /// The weights' bytes.
 struct WeightBytes {
-  double held = 0;        ///< in memory: every parameter (embedding table included)
-  double streamed = 0;    ///< read by every forward pass: all but the embedding table
+  double held = 0;        ///< in memory: every parameter (embedding table included, a tied head once)
+  double streamed = 0;    ///< read by every forward pass: all but an untied embedding table
   double quantized = 0;   ///< the part in the chosen format: the blocks' linear layers
-  double kept_16bit = 0;  ///< the streamed part kept 16-bit: LM head and norms
+  double kept_16bit = 0;  ///< the streamed part kept 16-bit (fp32 with fp32 weights): LM head and norms
 };
 
 /// Bytes of @p model's weights in @p format (see the file comment for what is quantized).
@@ -131,7 +141,7 @@ struct StageCost {
   double kv_write_bytes = 0;   ///< KV cache written (prefill: every prompt token; decode: the new one)
   double attention_bytes = 0;  ///< prefill only: the fused attention kernel's Q, K, V, O traffic
   double tokens = 0;           ///< tokens this stage processes (prefill: batch · prompt; decode: batch)
-  double peak_gflops = 0;      ///< the compute roof used (16-bit, or FP8 for fp8 weights)
+  double peak_gflops = 0;      ///< the compute roof used (16-bit, FP8 for fp8 weights, fp32 for fp32)
   double bandwidth_gbs = 0;    ///< the memory roof used
 
   /// All FLOPs.
@@ -167,6 +177,24 @@ struct Analysis {
   double kv_equals_weights_tokens = 0;
   /// Weights held + KV cache at batch × context, bytes (compare with device.memory_gb).
   double memory_bytes = 0;
+  /// Whether the device's memory is known (the fits verdict and the largest batch and context).
+  bool memory_known = false;
+  /// Whether weights held + KV at batch × context fit in the device's memory (when known).
+  bool fits = false;
+  /// The most sequences of `context` tokens whose KV fits beside the weights: ⌊(memory − weights
+  /// held) / (KV bytes per token · context)⌋ (0 when the weights alone do not fit; when known).
+  int64_t max_batch_fits = 0;
+  /// The longest context whose KV fits beside the weights for `batch` sequences: ⌊(memory −
+  /// weights held) / (KV bytes per token · batch)⌋ (when known).
+  int64_t max_context_fits = 0;
+  /// The KV = weights crossover as a batch size at this context: kv_equals_weights_tokens /
+  /// context. Below it a decode step reads more weight bytes than KV bytes.
+  double kv_equals_weights_batch = 0;
+  /// Warnings about the figures: fp8 weights on a device without FP8 math (the 16-bit peak is
+  /// used), a roofline measured under load, weights that do not fit.
+  std::vector<std::string> warnings;
+  /// What the figures assume (the model of the work above, in one line each).
+  std::vector<std::string> assumptions;
   /// Sequences that fit in device memory − weights held: contiguous context-token slots vs
   /// 16-token blocks, for kAnalysisCapacityRequests ShareGPT-like sequences of at most context
   /// tokens. capacity.known is false when the device's memory is unknown or context < 2.
@@ -179,7 +207,8 @@ inline constexpr int64_t kAnalysisCapacityRequests = 10000;
 inline constexpr int64_t kAnalysisCapacityBlockSize = 16;
 
 /// The compute roof for @p format on @p device: the FP8 peak for fp8 weights where the device
-/// has one, the 16-bit (CPU: fp32) peak otherwise.
+/// has one; the fp32 peak for fp32 weights where it is known (a CPU's measured peak is fp32);
+/// the 16-bit (CPU: fp32) peak otherwise.
 double compute_peak_gflops(const DeviceSpec& device, WeightFormat format);
 
 /// Analyzes @p workload (validated first; bad input throws std::invalid_argument).

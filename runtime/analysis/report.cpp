@@ -2,6 +2,8 @@
 
 #include <iomanip>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "runtime/analysis/units.h"
 
@@ -28,13 +30,38 @@ std::string bound(const StageCost& stage) {
   return stage.memory_bound() ? "memory-bound" : "compute-bound";
 }
 
-// The decode floor of the same workload with other formats.
-double decode_floor(const Workload& workload, WeightFormat weights, KvFormat kv) {
-  Workload w = workload;
-  w.weights = weights;
-  w.kv = kv;
-  return analyze(w).decode.tokens_per_second();
+// One row of "decode floor with other formats".
+struct FormatFloor {
+  std::string label;
+  WeightFormat weights;
+  KvFormat kv;
+  double tokens_per_second;
+};
+
+// The decode floor of the same workload with other formats: as given, int8 weights, int8 KV,
+// both, int4 weights + int8 KV.
+std::vector<FormatFloor> other_formats(const Workload& workload) {
+  const std::vector<std::tuple<std::string, WeightFormat, KvFormat>> choices = {
+      {"as given", workload.weights, workload.kv},
+      {"int8 weights", WeightFormat::int8, workload.kv},
+      {"int8 KV", workload.weights, KvFormat::int8},
+      {"int8 weights + int8 KV", WeightFormat::int8, KvFormat::int8},
+      {"int4 weights + int8 KV", WeightFormat::int4, KvFormat::int8},
+  };
+  std::vector<FormatFloor> rows;
+  for (const auto& [label, weights, kv] : choices) {
+    Workload w = workload;
+    w.weights = weights;
+    w.kv = kv;
+    rows.push_back({label, weights, kv, analyze(w).decode.tokens_per_second()});
+  }
+  return rows;
 }
+
+int64_t kv_element_size(KvFormat kv) {
+  return kv == KvFormat::fp32 ? 4 : kv == KvFormat::fp16 || kv == KvFormat::bf16 ? 2 : 1;
+}
+
 
 std::string json_string(const std::string& text) {
   std::string quoted = "\"";
@@ -44,6 +71,12 @@ std::string json_string(const std::string& text) {
     quoted += c;
   }
   return quoted + "\"";
+}
+
+void json_strings(std::ostream& out, const std::vector<std::string>& items) {
+  out << "[";
+  for (size_t i = 0; i < items.size(); ++i) out << (i ? ", " : "") << json_string(items[i]);
+  out << "]";
 }
 
 void json_stage(std::ostream& out, const StageCost& s) {
@@ -97,15 +130,24 @@ void print_report(std::ostream& out, const Analysis& a) {
   const DeviceSpec& dev = w.device;
   const int64_t prompt = w.prompt_tokens();
   out << m.name << " on " << dev.name << ": batch " << w.batch << ", context " << w.context << " (decode), prompt "
-      << prompt << " (prefill), weights " << to_string(w.weights) << ", KV " << to_string(w.kv) << "\n\n";
+      << prompt << " (prefill), weights " << to_string(w.weights) << ", KV " << to_string(w.kv) << "\n";
+  for (const std::string& warning : a.warnings) out << "WARNING: " << warning << "\n";
+  out << "\n";
 
   out << "Model   " << m.name << ": " << m.describe() << "\n"
       << "        " << format_number(static_cast<double>(m.total_params()) / 1e9) << " B parameters ("
       << format_count(static_cast<double>(m.total_params())) << "); weights " << format_si(a.weights.held, "B")
       << " held, " << format_si(a.weights.streamed, "B") << " read per forward pass\n"
-      << "        (the embedding table, " << format_si(2.0 * static_cast<double>(m.embedding_params()), "B")
-      << ", is a lookup: held, not streamed";
-  if (w.weights != WeightFormat::fp16 && w.weights != WeightFormat::bf16) {
+      << "        (";
+  const double unquantized = w.weights == WeightFormat::fp32 ? 4.0 : 2.0;
+  if (m.tied_embeddings) {
+    out << "tied embeddings: the embedding table, " << format_si(unquantized * static_cast<double>(m.embedding_params()), "B")
+        << ", is the LM head: held once, streamed as the head";
+  } else {
+    out << "the embedding table, " << format_si(unquantized * static_cast<double>(m.embedding_params()), "B")
+        << ", is a lookup: held, not streamed";
+  }
+  if (w.weights != WeightFormat::fp16 && w.weights != WeightFormat::bf16 && w.weights != WeightFormat::fp32) {
     out << "; " << to_string(w.weights) << " applies to the blocks' linear layers, "
         << format_si(a.weights.kept_16bit, "B") << " of LM head and norms stay 16-bit";
   }
@@ -113,18 +155,24 @@ void print_report(std::ostream& out, const Analysis& a) {
   out << "Device  " << dev.name << ": " << format_number(dev.bandwidth_gbs) << " GB/s, "
       << format_si(dev.peak_gflops * 1e9, "FLOP/s") << " " << dev.peak_note;
   if (dev.fp8_gflops > 0) out << ", FP8 " << format_si(dev.fp8_gflops * 1e9, "FLOP/s");
+  if (dev.fp32_gflops > 0 && !dev.measured) out << ", fp32 " << format_si(dev.fp32_gflops * 1e9, "FLOP/s");
   out << "\n        ridge point " << format_number(dev.ridge_point()) << " FLOP/byte";
   if (dev.memory_gb > 0) out << "; " << format_number(dev.memory_gb, 3) << " GB memory";
   out << " (" << dev.source << ")\n";
   if (dev.measured) {
     out << "        this machine is a CPU: its peak is fp32 FMA; 16-bit and quantized formats still count "
-           "their own bytes\n";
+           "their own bytes;\n        decode streams at the read bandwidth, "
+        << format_number(dev.decode_bandwidth_gbs()) << " GB/s (a decode step reads, it hardly writes)\n";
+  }
+  if (a.decode.peak_gflops != dev.peak_gflops) {
+    out << "        compute roof used for " << to_string(w.weights) << " weights: "
+        << format_si(a.decode.peak_gflops * 1e9, "FLOP/s") << "\n";
   }
 
   out << "\nKV cache (" << to_string(w.kv) << ")\n";
   std::ostringstream per_token;
   per_token << "2 (K, V) x " << m.num_kv_heads << " KV heads x " << m.head_dim() << " x "
-            << (w.kv == KvFormat::fp16 || w.kv == KvFormat::bf16 ? 2 : 1) << " B";
+            << kv_element_size(w.kv) << " B";
   if (a.kv.scale_bytes_per_token_per_layer > 0) {
     per_token << " + " << a.kv.scale_bytes_per_token_per_layer << " B of fp16 scales (per token per KV head, K and V)";
   }
@@ -144,9 +192,11 @@ void print_report(std::ostream& out, const Analysis& a) {
          static_cast<double>(a.kv.total_bytes), "= " + format_si(static_cast<double>(a.kv.total_bytes), "B"));
   out << "  memory: " << format_si(a.weights.held, "B") << " weights + "
       << format_si(static_cast<double>(a.kv.total_bytes), "B") << " KV = " << format_si(a.memory_bytes, "B");
-  if (dev.memory_gb > 0) {
-    out << (a.memory_bytes <= dev.memory_gb * 1e9 ? " (fits in " : " (does NOT fit in ")
-        << format_number(dev.memory_gb, 3) << " GB)";
+  if (a.memory_known) {
+    out << (a.fits ? " (fits in " : " (does NOT fit in ") << format_number(dev.memory_gb, 3) << " GB)\n";
+    out << "  largest that fits beside the weights: batch " << format_count(static_cast<double>(a.max_batch_fits))
+        << " at context " << w.context << "; context " << format_count(static_cast<double>(a.max_context_fits))
+        << " tokens at batch " << w.batch << " (activations left out)";
   }
   out << "\n";
   print_capacity(out, a.capacity);
@@ -180,22 +230,18 @@ void print_report(std::ostream& out, const Analysis& a) {
 
   const double cached = static_cast<double>(w.batch * w.context);
   out << "\nDecode reads as many KV bytes as weight bytes at batch x context = "
-      << format_count(a.kv_equals_weights_tokens) << " cached tokens (here " << format_count(cached) << ": the "
-      << (cached < a.kv_equals_weights_tokens ? "weights" : "KV cache") << " dominate"
-      << (cached < a.kv_equals_weights_tokens ? "" : "s") << ").\n";
+      << format_count(a.kv_equals_weights_tokens) << " cached tokens, i.e. at batch "
+      << format_number(a.kv_equals_weights_batch, 3) << " at context " << w.context << " (here "
+      << format_count(cached) << ": the " << (cached < a.kv_equals_weights_tokens ? "weights" : "KV cache")
+      << " dominate" << (cached < a.kv_equals_weights_tokens ? "" : "s") << ").\n";
   const double base = d.tokens_per_second();
   out << "Decode floor with other formats (same batch and context):\n";
-  const auto what_if = [&](const std::string& label, WeightFormat weights, KvFormat kv) {
-    const double floor = decode_floor(w, weights, kv);
-    out << "  " << std::left << std::setw(30) << label << std::setw(20) << rate(floor) << "x"
-        << format_number(floor / base, 3) << "\n";
-  };
-  what_if("as given", w.weights, w.kv);
-  what_if("int8 weights", WeightFormat::int8, w.kv);
-  what_if("int8 KV", w.weights, KvFormat::int8);
-  what_if("int8 weights + int8 KV", WeightFormat::int8, KvFormat::int8);
-  what_if("int4 weights + int8 KV", WeightFormat::int4, KvFormat::int8);
-  out << "Floors assume peak ceilings and perfect overlap of compute and memory; good kernels reach 60-90%.\n";
+  for (const FormatFloor& f : other_formats(w)) {
+    out << "  " << std::left << std::setw(30) << f.label << std::setw(20) << rate(f.tokens_per_second) << "x"
+        << format_number(f.tokens_per_second / base, 3) << "\n";
+  }
+  out << "Assumptions:\n";
+  for (const std::string& assumption : a.assumptions) out << "  - " << assumption << "\n";
 }
 
 std::string to_json(const Analysis& a) {
@@ -208,12 +254,14 @@ std::string to_json(const Analysis& a) {
       << ", \"hidden_size\": " << m.hidden_size << ", \"num_layers\": " << m.num_layers
       << ", \"num_heads\": " << m.num_heads << ", \"num_kv_heads\": " << m.num_kv_heads
       << ", \"head_dim\": " << m.head_dim() << ", \"ffn_size\": " << m.ffn_size << ", \"vocab_size\": " << m.vocab_size
-      << ", \"params\": " << m.total_params() << ", \"streamed_params\": " << m.streamed_params() << "},\n";
+      << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false") << ", \"params\": " << m.total_params()
+      << ", \"streamed_params\": " << m.streamed_params() << "},\n";
   out << " \"device\": {\"name\": " << json_string(dev.name) << ", \"key\": " << json_string(dev.key)
       << ", \"bandwidth_gbs\": " << dev.bandwidth_gbs << ", \"peak_gflops\": " << dev.peak_gflops
       << ", \"fp8_gflops\": " << dev.fp8_gflops << ", \"memory_gb\": " << dev.memory_gb
       << ", \"ridge_point\": " << dev.ridge_point() << ", \"peak_note\": " << json_string(dev.peak_note)
       << ", \"source\": " << json_string(dev.source) << ", \"measured\": " << (dev.measured ? "true" : "false")
+      << ", \"fp32_gflops\": " << dev.fp32_gflops << ", \"decode_bandwidth_gbs\": " << dev.decode_bandwidth_gbs()
       << "},\n";
   out << " \"workload\": {\"batch\": " << w.batch << ", \"context\": " << w.context
       << ", \"prompt\": " << w.prompt_tokens() << ", \"weights\": \"" << to_string(w.weights) << "\", \"kv\": \""
@@ -229,7 +277,28 @@ std::string to_json(const Analysis& a) {
   json_stage(out, a.prefill);
   out << ",\n \"decode\": ";
   json_stage(out, a.decode);
-  out << ",\n \"kv_equals_weights_tokens\": " << a.kv_equals_weights_tokens << ", \"memory_bytes\": " << a.memory_bytes;
+  out << ",\n \"kv_equals_weights_tokens\": " << a.kv_equals_weights_tokens
+      << ", \"kv_equals_weights_batch\": " << a.kv_equals_weights_batch << ", \"memory_bytes\": " << a.memory_bytes;
+  out << ",\n \"fits\": ";
+  if (a.memory_known) {
+    out << "{\"memory_bytes\": " << dev.memory_gb * 1e9 << ", \"fits\": " << (a.fits ? "true" : "false")
+        << ", \"max_batch\": " << a.max_batch_fits << ", \"max_context\": " << a.max_context_fits << "}";
+  } else {
+    out << "null";
+  }
+  out << ",\n \"other_formats\": [";
+  const double base = a.decode.tokens_per_second();
+  bool first = true;
+  for (const FormatFloor& f : other_formats(w)) {
+    out << (first ? "" : ", ") << "{\"label\": " << json_string(f.label) << ", \"weights\": \"" << to_string(f.weights)
+        << "\", \"kv\": \"" << to_string(f.kv) << "\", \"decode_tokens_per_second\": " << f.tokens_per_second
+        << ", \"speedup\": " << f.tokens_per_second / base << "}";
+    first = false;
+  }
+  out << "],\n \"warnings\": ";
+  json_strings(out, a.warnings);
+  out << ",\n \"assumptions\": ";
+  json_strings(out, a.assumptions);
   out << ",\n \"kv_capacity\": ";
   if (a.capacity.known) {
     out << "{\"budget_bytes\": " << a.capacity.budget_bytes << ", \"lengths\": " << json_string(a.capacity.distribution)
@@ -267,9 +336,40 @@ void print_catalog(std::ostream& out) {
         << format_number(dev.ridge_point(), 3) << format_number(dev.memory_gb, 3) << " GB\n";
   }
   out << "  " << std::left << std::setw(10) << "this"
-      << "this machine: fp32 FMA peak and triad bandwidth of the CPU, from `inferlab roofline`\n";
+      << "this machine: fp32 FMA peak, triad and read bandwidth of the CPU, from `inferlab roofline`\n";
+  out << "  or a custom device: --bandwidth GB/s --peak TFLOP/s [--memory GiB] (alone, or overriding --device's)\n";
   out << "16-bit peaks are FP16/BF16 tensor math with fp32 accumulation (RTX 4090: 330.3 with fp16 accumulate).\n"
-         "\nFormats: --weights fp16|bf16|fp8|int8|int4   --kv fp16|bf16|fp8|int8\n";
+         "\nFormats: --weights fp32|fp16|bf16|fp8|int8|int4   --kv fp32|fp16|bf16|fp8|int8\n";
+}
+
+std::string catalog_json() {
+  std::ostringstream out;
+  out << std::setprecision(12) << "{\"models\": [";
+  bool first = true;
+  for (const ModelShape& m : builtin_models()) {
+    out << (first ? "\n  " : ",\n  ") << "{\"key\": " << json_string(m.key) << ", \"name\": " << json_string(m.name)
+        << ", \"hidden_size\": " << m.hidden_size << ", \"num_layers\": " << m.num_layers
+        << ", \"num_heads\": " << m.num_heads << ", \"num_kv_heads\": " << m.num_kv_heads
+        << ", \"head_dim\": " << m.head_dim() << ", \"ffn_size\": " << m.ffn_size << ", \"vocab_size\": " << m.vocab_size
+        << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false") << ", \"params\": " << m.total_params()
+        << ", \"kv_bytes_per_token_per_layer_fp16\": " << kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer
+        << "}";
+    first = false;
+  }
+  out << "],\n \"devices\": [";
+  first = true;
+  for (const DeviceSpec& d : builtin_devices()) {
+    out << (first ? "\n  " : ",\n  ") << "{\"key\": " << json_string(d.key) << ", \"name\": " << json_string(d.name)
+        << ", \"bandwidth_gbs\": " << d.bandwidth_gbs << ", \"peak_gflops\": " << d.peak_gflops
+        << ", \"fp8_gflops\": " << d.fp8_gflops << ", \"fp32_gflops\": " << d.fp32_gflops
+        << ", \"memory_gb\": " << d.memory_gb << ", \"ridge_point\": " << d.ridge_point()
+        << ", \"peak_note\": " << json_string(d.peak_note) << ", \"source\": " << json_string(d.source) << "}";
+    first = false;
+  }
+  out << ",\n  {\"key\": \"this\", \"name\": \"this machine\", \"source\": \"inferlab roofline\"}";
+  out << "],\n \"weight_formats\": [\"fp32\", \"fp16\", \"bf16\", \"fp8\", \"int8\", \"int4\"],"
+      << " \"kv_formats\": [\"fp32\", \"fp16\", \"bf16\", \"fp8\", \"int8\"]}\n";
+  return out.str();
 }
 
 }  // namespace inferlab::analysis

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 
 namespace inferlab::analysis {
 
@@ -47,6 +49,31 @@ std::string format_seconds(double seconds) {
   if (seconds >= 1.0) return format_number(seconds) + " s";
   if (seconds >= 1e-3) return format_number(seconds * 1e3) + " ms";
   return format_number(seconds * 1e6) + " us";
+}
+
+int64_t parse_token_count(const std::string& name, const std::string& text) {
+  const auto bad = [&]() {
+    return std::invalid_argument(name + " = " + text +
+                                 ": must be a token count (an integer, or with k = 1024 tokens: 32k = 32768)");
+  };
+  std::string number = text;
+  double scale = 1.0;
+  if (!number.empty() && (number.back() == 'k' || number.back() == 'K')) {
+    number.pop_back();
+    scale = 1024.0;
+  }
+  if (number.empty() || number.find_first_not_of("0123456789.-+") != std::string::npos) throw bad();
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(number, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  if (used != number.size() || (scale == 1.0 && number.find('.') != std::string::npos)) throw bad();
+  const double tokens = value * scale;
+  if (!std::isfinite(tokens) || std::fabs(tokens) > 9.0e15 || tokens != std::floor(tokens)) throw bad();
+  return static_cast<int64_t>(tokens);
 }
 
 std::string format_count(double value) {

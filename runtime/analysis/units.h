@@ -4,6 +4,7 @@
 /// sizes in binary units (16 KiB per token per layer, 1 GiB per sequence), traffic and weights in
 /// decimal units (GB), because bandwidths are quoted in GB/s = 10^9 bytes/s.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,5 +20,11 @@ std::string format_seconds(double seconds);
 std::string format_count(double value);
 /// @p value with @p significant significant digits and no exponent: "0.9932", "1893", "115.4".
 std::string format_number(double value, int significant = 4);
+
+/// A token count as a user writes it: an integer ("4096"), or with the suffix k or K meaning
+/// 1024 tokens, as context lengths are quoted ("32k" = 32,768, "128K" = 131,072, "1.5k" = 1536;
+/// the product must be a whole number). Throws std::invalid_argument naming @p name and @p text
+/// ("context = 32x: must be a token count …") otherwise; the sign is checked by the caller.
+int64_t parse_token_count(const std::string& name, const std::string& text);
 
 }  // namespace inferlab::analysis

@@ -402,5 +402,217 @@ TEST(AnalyzeAudit, CorrectsTheArticlesKvFiguresAndAttributesItsSpeedUp) {
   EXPECT_EQ(markdown.str().rfind("| § |", 0), 0u);
 }
 
+// ---- as an engineer uses it (issue 16 §2) --------------------------------------------------------
+
+TEST(AnalyzeEngineer, SmolLM2_135mHasTiedEmbeddingsAnd134_5MParameters) {
+  // HuggingFaceTB/SmolLM2-135M: H 576, 30 layers, 9 heads of 64, 3 KV heads, FFN 1536, vocab
+  // 49152, tied embeddings. Per layer: W_q, W_o 576 x 576 each, W_k, W_v 576 x 192 each, the MLP
+  // 3 x 576 x 1536, two norms of 576.
+  const double per_layer = 2.0 * 576 * 576 + 2.0 * 576 * 192 + 3.0 * 576 * 1536 + 2.0 * 576;
+  const double embedding = 49152.0 * 576;
+  const double expected = 30 * per_layer + embedding + 576;  // + the final norm; the head is the table
+  const ModelShape& m = find_model("smollm2-135m");
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_EQ(m.head_dim(), 64);
+  EXPECT_DOUBLE_EQ(static_cast<double>(m.total_params()), expected);
+  EXPECT_NEAR(expected / 1e6, 134.5, 0.05);
+  // Untied it would be 163 M: the count the issue saw before tied embeddings existed.
+  ModelShape untied = m;
+  untied.tied_embeddings = false;
+  EXPECT_DOUBLE_EQ(static_cast<double>(untied.total_params()), expected + embedding);
+  // fp16: held once (2 B per parameter) and streamed whole (the head reads the whole table).
+  const WeightBytes bytes = weight_bytes(m, WeightFormat::fp16);
+  EXPECT_DOUBLE_EQ(bytes.held, 2.0 * expected);
+  EXPECT_DOUBLE_EQ(bytes.streamed, 2.0 * expected);
+  // KV: 2 x 3 KV heads x 64 x 2 B = 768 B per token per layer.
+  EXPECT_EQ(kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer, 768);
+}
+
+TEST(AnalyzeEngineer, HeadDimOtherThanHiddenOverHeads) {
+  // A Gemma-7B-like shape: H 3072, 16 heads of 256 (H_q = 4096 > H), MHA.
+  ModelShape m;
+  m.hidden_size = 3072;
+  m.num_layers = 28;
+  m.num_heads = 16;
+  m.num_kv_heads = 16;
+  m.head_dim_size = 256;
+  m.ffn_size = 24576;
+  m.vocab_size = 256000;
+  m.validate();
+  EXPECT_EQ(m.q_dim(), 4096);
+  EXPECT_EQ(m.attention_params_per_layer(), 4 * int64_t{3072} * 4096);  // W_q, W_k, W_v: 3072 x 4096; W_o back
+  EXPECT_EQ(kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer, 2 * 16 * 256 * 2);
+  // With head_dim given, heads need not divide H; without it they must.
+  m.hidden_size = 1000;
+  m.num_heads = 3;
+  m.num_kv_heads = 1;
+  m.head_dim_size = 64;
+  EXPECT_NO_THROW(m.validate());
+  m.head_dim_size = 0;
+  expect_invalid([&] { m.validate(); }, "num_heads = 3: must divide hidden_size = 1000");
+  m.head_dim_size = -4;
+  expect_invalid([&] { m.validate(); }, "head_dim = -4");
+}
+
+TEST(AnalyzeEngineer, Fp32WeightsAndKvForACpu) {
+  EXPECT_DOUBLE_EQ(bytes_per_weight(WeightFormat::fp32), 4.0);
+  EXPECT_EQ(parse_weight_format("fp32"), WeightFormat::fp32);
+  EXPECT_EQ(parse_kv_format("fp32"), KvFormat::fp32);
+  const ModelShape& m = find_model("llama-7b");
+  // fp32: every parameter 4 bytes, the embedding table too (6,738,415,616 x 4 held).
+  const WeightBytes bytes = weight_bytes(m, WeightFormat::fp32);
+  EXPECT_DOUBLE_EQ(bytes.held, 4.0 * 6738415616.0);
+  EXPECT_DOUBLE_EQ(bytes.streamed, 4.0 * (6738415616.0 - 32000.0 * 4096));
+  EXPECT_EQ(kv_cache_size(m, KvFormat::fp32, 1, 1).bytes_per_token_per_layer, 2 * 4096 * 4);  // 32 KiB
+  // On a GPU fp32 math runs at the non-tensor fp32 peak (A100: 19.5 TFLOP/s).
+  EXPECT_DOUBLE_EQ(compute_peak_gflops(find_device("a100-40"), WeightFormat::fp32), 19.5e3);
+  EXPECT_DOUBLE_EQ(compute_peak_gflops(find_device("h100"), WeightFormat::fp32), 67e3);
+}
+
+TEST(AnalyzeEngineer, Fp8WeightsOnAnA100WarnAndUseThe16BitPeak) {
+  const Analysis a100 = analyze(workload("llama-7b", "a100-40", 1, 2048, WeightFormat::fp8));
+  EXPECT_DOUBLE_EQ(a100.decode.peak_gflops, 312e3);
+  EXPECT_DOUBLE_EQ(a100.prefill.peak_gflops, 312e3);
+  ASSERT_EQ(a100.warnings.size(), 1u);
+  EXPECT_NE(a100.warnings[0].find("no FP8"), std::string::npos) << a100.warnings[0];
+  EXPECT_NE(a100.warnings[0].find("312.0 TFLOP/s"), std::string::npos) << a100.warnings[0];
+  std::ostringstream text;
+  print_report(text, a100);
+  EXPECT_NE(text.str().find("WARNING: A100 40GB SXM has no FP8 math"), std::string::npos) << text.str();
+  const Analysis h100 = analyze(workload("llama-7b", "h100", 1, 2048, WeightFormat::fp8));
+  EXPECT_DOUBLE_EQ(h100.decode.peak_gflops, 1979e3);
+  EXPECT_TRUE(h100.warnings.empty());
+}
+
+TEST(AnalyzeEngineer, ThisMachineDecodesAtReadBandwidthAndWarnsWhenMeasuredUnderLoad) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("inferlab_analyze_busy_" + std::to_string(::getpid()) + ".json");
+  Roofline r;
+  r.peak_gflops = 80.0;
+  r.triad_gbs = 20.0;
+  r.read_gbs = 18.0;
+  r.threads = 2;
+  r.simd = "avx2";
+  r.load_average = 4.5;  // > 2 threads: measured under load
+  r.runs = 3;
+  save_roofline(r, path);
+  Workload w = workload("smollm2-135m", "a100-40", 1, 4096, WeightFormat::fp32, KvFormat::fp32);
+  w.device = find_device("this", path.string());
+  const Analysis a = analyze(w);
+  EXPECT_DOUBLE_EQ(a.decode.bandwidth_gbs, 18.0);   // read
+  EXPECT_DOUBLE_EQ(a.prefill.bandwidth_gbs, 20.0);  // triad
+  EXPECT_DOUBLE_EQ(a.decode.peak_gflops, 80.0);     // a CPU's peak is fp32 already
+  // The decode floor from independent arithmetic: fp32 weights streamed (134,515,008 x 4 B, the
+  // tied head included) + 4096 cached tokens x 30 layers x 2 x 192 x 4 B, + the new token's KV.
+  const double kv_per_token = 30.0 * 2 * 192 * 4;
+  const double bytes = 134515008.0 * 4 + 4097.0 * kv_per_token;
+  EXPECT_NEAR(a.decode.memory_seconds(), bytes / 18e9, 1e-12);
+  ASSERT_EQ(a.warnings.size(), 1u);
+  EXPECT_NE(a.warnings[0].find("measured under load (load average 4.50 > 2 threads)"), std::string::npos)
+      << a.warnings[0];
+  EXPECT_NE(w.device.peak_note.find("medians of 3 runs"), std::string::npos) << w.device.peak_note;
+  // An idle measurement: no warning.
+  r.load_average = 0.5;
+  save_roofline(r, path);
+  w.device = find_device("this", path.string());
+  EXPECT_TRUE(analyze(w).warnings.empty());
+  std::filesystem::remove(path);
+}
+
+TEST(AnalyzeEngineer, CustomDeviceFromItsCeilings) {
+  const DeviceSpec d = custom_device(400, 50, 16);
+  EXPECT_DOUBLE_EQ(d.bandwidth_gbs, 400);
+  EXPECT_DOUBLE_EQ(d.peak_gflops, 50e3);
+  EXPECT_DOUBLE_EQ(d.memory_gb, 16.0 * 1024 * 1024 * 1024 / 1e9);  // 17.18 GB
+  EXPECT_DOUBLE_EQ(d.ridge_point(), 125.0);
+  expect_invalid([] { custom_device(0, 50, 16); }, "bandwidth = 0");
+  expect_invalid([] { custom_device(400, -1, 16); }, "peak = -1");
+  expect_invalid([] { custom_device(400, 50, -2); }, "memory = -2");
+  // Batch-1 decode of LLaMA-7B on it: 13,214,687,232 + 2049 x 524,288 B at 400 GB/s.
+  Workload w = workload("llama-7b", "a100-40", 1, 2048);
+  w.device = d;
+  EXPECT_NEAR(analyze(w).decode.seconds(), (13214687232.0 + 2049.0 * 524288) / 400e9, 1e-12);
+}
+
+TEST(AnalyzeEngineer, LargestBatchAndContextThatFit) {
+  // LLaMA-7B fp16 on an A100 80GB: 80e9 - 6,738,415,616 x 2 B of weights = 66,523,168,768 B for
+  // KV at 524,288 B per token.
+  const double budget = 80e9 - 2.0 * 6738415616.0;
+  const Analysis a = analyze(workload("llama-7b", "a100-80", 4, 2048));
+  ASSERT_TRUE(a.memory_known);
+  EXPECT_EQ(a.max_batch_fits, static_cast<int64_t>(budget / (524288.0 * 2048)));  // 61
+  EXPECT_EQ(a.max_batch_fits, 61);
+  EXPECT_EQ(a.max_context_fits, static_cast<int64_t>(budget / (524288.0 * 4)));
+  EXPECT_TRUE(a.fits);
+  EXPECT_TRUE(analyze(workload("llama-7b", "a100-80", a.max_batch_fits, 2048)).fits);
+  EXPECT_FALSE(analyze(workload("llama-7b", "a100-80", a.max_batch_fits + 1, 2048)).fits);
+  EXPECT_TRUE(analyze(workload("llama-7b", "a100-80", 4, a.max_context_fits)).fits);
+  EXPECT_FALSE(analyze(workload("llama-7b", "a100-80", 4, a.max_context_fits + 1)).fits);
+  // Weights that do not fit: no batch fits, and a warning says so (LLaMA-2-13B fp32 on a 4090).
+  const Analysis big = analyze(workload("llama-2-13b", "rtx4090", 1, 2048, WeightFormat::fp32));
+  EXPECT_EQ(big.max_batch_fits, 0);
+  EXPECT_FALSE(big.fits);
+  ASSERT_FALSE(big.warnings.empty());
+  EXPECT_NE(big.warnings[0].find("do not fit"), std::string::npos);
+  // A custom device without memory: unknown.
+  Workload w = workload("llama-7b", "a100-40", 1, 2048);
+  w.device = custom_device(1000, 100, 0);
+  EXPECT_FALSE(analyze(w).memory_known);
+}
+
+TEST(AnalyzeEngineer, KvEqualsWeightsCrossoverAsABatchSize) {
+  // Llama-3-8B fp16: streamed = 32 x (2·4096² + 2·4096·1024 + 3·4096·14336) + 32·8192 + 4096 +
+  // 128256·4096 parameters x 2 B; KV per token = 32 layers x 2 x 8 x 128 x 2 B = 131,072 B.
+  const double streamed = 2.0 * (32.0 * (2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 14336) +
+                                 32.0 * 8192 + 4096 + 128256.0 * 4096);
+  const Analysis a = analyze(workload("llama-3-8b", "h100", 8, 8192));
+  EXPECT_DOUBLE_EQ(a.weights.streamed, streamed);
+  EXPECT_NEAR(a.kv_equals_weights_batch, streamed / 131072.0 / 8192.0, 1e-9);  // ≈ 14.0 sequences
+  EXPECT_NEAR(a.kv_equals_weights_batch, 13.98, 0.01);
+  // At that batch a step reads as many KV bytes as weight bytes.
+  const Analysis at = analyze(workload("llama-3-8b", "h100", 14, 8192));
+  EXPECT_NEAR(at.decode.kv_read_bytes / at.decode.weight_bytes, 14.0 / a.kv_equals_weights_batch, 1e-9);
+}
+
+TEST(AnalyzeEngineer, TokenCountsTakeK) {
+  EXPECT_EQ(parse_token_count("context", "4096"), 4096);
+  EXPECT_EQ(parse_token_count("context", "32k"), 32 * 1024);
+  EXPECT_EQ(parse_token_count("context", "128K"), 128 * 1024);
+  EXPECT_EQ(parse_token_count("prompt", "1.5k"), 1536);
+  for (const char* bad : {"32x", "1.5", "k", "", "1.0001k", "2e3", "32 k"}) {
+    expect_invalid([&] { parse_token_count("context", bad); }, std::string("context = ") + bad + ": must be a token count");
+  }
+}
+
+TEST(AnalyzeEngineer, JsonCarriesFormatsFitsWarningsAndAssumptions) {
+  const std::string json = to_json(analyze(workload("llama-7b", "a100-40", 1, 2048, WeightFormat::fp8)));
+  for (const char* part : {"\"other_formats\": [{\"label\": \"as given\"", "\"label\": \"int4 weights + int8 KV\"",
+                           "\"fits\": {\"memory_bytes\": 40000000000, \"fits\": true", "\"max_batch\": ",
+                           "\"kv_equals_weights_batch\": ", "\"warnings\": [\"A100 40GB SXM has no FP8 math",
+                           "\"assumptions\": [\"a forward pass streams every weight once", "\"tied_embeddings\": false"}) {
+    EXPECT_NE(json.find(part), std::string::npos) << part << "\n" << json;
+  }
+  const std::string catalog = catalog_json();
+  for (const char* part : {"{\"models\": [", "\"key\": \"smollm2-135m\"", "\"params\": 134515008", "\"devices\": [",
+                           "\"key\": \"h200\"", "\"weight_formats\": [\"fp32\""}) {
+    EXPECT_NE(catalog.find(part), std::string::npos) << part << "\n" << catalog;
+  }
+}
+
+TEST(AnalyzeEngineer, AuditNamesTheArticleByTitleAndPointsInsideTheRepository) {
+  std::ostringstream text;
+  print_audit(text, article_audit());
+  EXPECT_NE(text.str().find("《大模型推理优化：Prefill与Decode机制详解》"), std::string::npos);
+  EXPECT_NE(text.str().find("LLM inference optimization: Prefill and Decode explained"), std::string::npos);
+  EXPECT_NE(text.str().find("docs/pages/article-errata.md"), std::string::npos);
+  std::ostringstream markdown;
+  print_audit_markdown(markdown, article_audit());
+  for (const std::string& out : {text.str(), markdown.str()}) {
+    EXPECT_EQ(out.find("seed/"), std::string::npos);
+    EXPECT_EQ(out.find("../"), std::string::npos);
+    EXPECT_EQ(out.find(".txt"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace inferlab::analysis

@@ -2,6 +2,10 @@
 // (exit code 2 and a message naming the argument and its value).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "tests/support/run_inferlab.h"
@@ -74,6 +78,105 @@ TEST(AnalyzeCli, BadInputExitsWith2AndNamesTheArgument) {
       {"analyze --layers 4", "option --hidden: is required"},
       {"analyze --device this --roofline /nonexistent/roofline.json", "inferlab roofline"},
       {"analyze --bogus 1", "--bogus"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const Result r = run(arguments);
+    EXPECT_EQ(r.exit_code, 2) << arguments << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, message)) << arguments << "\n" << r.output;
+  }
+}
+
+// ---- as an engineer uses it (issue 16 §2) --------------------------------------------------------
+
+TEST(AnalyzeCli, HelpListsEveryFlag) {
+  const Result help = run("analyze --help");
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  const Result global = run("help");
+  for (const char* flag : {"--hidden", "--layers", "--heads", "--kv-heads", "--head-dim", "--ffn", "--vocab",
+                           "--tied-embeddings", "--bandwidth", "--peak", "--memory", "--roofline", "--markdown",
+                           "--json", "--list", "--audit", "32k", "fp32"}) {
+    EXPECT_TRUE(contains(help.output, flag)) << flag << "\n" << help.output;
+    EXPECT_TRUE(contains(global.output, flag)) << flag << "\n" << global.output;
+  }
+  EXPECT_EQ(run("analyze -h").output, help.output);
+}
+
+TEST(AnalyzeCli, ListJsonIsJson) {
+  const Result r = run("analyze --list --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.front(), '{') << r.output;
+  EXPECT_TRUE(contains(r.output, "\"key\": \"llama-3-8b\"")) << r.output;
+  EXPECT_TRUE(contains(r.output, "\"key\": \"a100-40\"")) << r.output;
+}
+
+TEST(AnalyzeCli, ContextInKAndCustomShapeAndDevice) {
+  // 32k = 32 x 1024 tokens: Llama-3-8B's KV of one sequence is 32768 x 131,072 B = 4 GiB.
+  const Result r = run("analyze --model llama-3-8b --device h100 --context 32k --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "\"context\": 32768")) << r.output;
+  EXPECT_TRUE(contains(r.output, "\"bytes_per_sequence\": 4294967296")) << r.output;
+  // SmolLM2-135M from flags alone: tied embeddings, head_dim 64 → 134,515,008 parameters
+  // (30 x (2·576·576 + 2·576·192 + 3·576·1536 + 2·576) + 49152·576 + 576).
+  const Result smol = run("analyze --hidden 576 --layers 30 --heads 9 --kv-heads 3 --head-dim 64 --ffn 1536 "
+                          "--vocab 49152 --tied-embeddings --json");
+  ASSERT_EQ(smol.exit_code, 0) << smol.output;
+  EXPECT_TRUE(contains(smol.output, "\"params\": 134515008")) << smol.output;
+  EXPECT_TRUE(contains(smol.output, "\"tied_embeddings\": true")) << smol.output;
+  const Result preset = run("analyze --model smollm2-135m --weights fp32 --kv fp32 --bandwidth 20 --peak 0.08");
+  ASSERT_EQ(preset.exit_code, 0) << preset.output;
+  EXPECT_TRUE(contains(preset.output, "134,515,008")) << preset.output;
+  EXPECT_TRUE(contains(preset.output, "custom device")) << preset.output;
+  // Custom device: decode floor of LLaMA-7B batch 1 at 400 GB/s = 400e9 / (13,214,687,232 + 2049 x
+  // 524,288) B = 27.99 tokens/s.
+  const Result device = run("analyze --bandwidth 400 --peak 50 --memory 16");
+  ASSERT_EQ(device.exit_code, 0) << device.output;
+  EXPECT_TRUE(contains(device.output, "27.99 tokens/s")) << device.output;
+  EXPECT_TRUE(contains(device.output, "17.2 GB")) << device.output;  // 16 GiB
+  // Overriding a built-in's bandwidth: named "(modified)".
+  const Result modified = run("analyze --device h100 --bandwidth 3000");
+  ASSERT_EQ(modified.exit_code, 0) << modified.output;
+  EXPECT_TRUE(contains(modified.output, "H100 SXM (modified)")) << modified.output;
+}
+
+TEST(AnalyzeCli, Fp8OnA100WarnsAndFitsAndCrossoverAreReported) {
+  const Result r = run("analyze --model llama-7b --device a100-40 --weights fp8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "WARNING: A100 40GB SXM has no FP8 math")) << r.output;
+  EXPECT_TRUE(contains(r.output, "largest that fits beside the weights: batch ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "i.e. at batch ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "Assumptions:")) << r.output;
+  const Result json = run("analyze --model llama-7b --device a100-40 --weights fp8 --json");
+  for (const char* part : {"\"other_formats\"", "\"fits\": {", "\"assumptions\"", "\"warnings\": [\"A100"}) {
+    EXPECT_TRUE(contains(json.output, part)) << part << "\n" << json.output;
+  }
+}
+
+TEST(AnalyzeCli, ThisMachineWarnsWhenItsRooflineWasMeasuredUnderLoad) {
+  const std::string path = "/tmp/inferlab_cli_busy_roofline_" + std::to_string(::getpid()) + ".json";
+  {
+    std::ofstream out(path);
+    out << "{\"peak_gflops\": 80, \"read_gbs\": 18, \"triad_gbs\": 20, \"threads\": 2, \"load_average\": 4.6, "
+           "\"simd\": \"avx2\", \"cpu\": \"Test CPU\"}\n";
+  }
+  const Result r = run("analyze --model smollm2-135m --device this --roofline " + path + " --weights fp32 --kv fp32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "WARNING: the roofline in " + path + " was measured under load")) << r.output;
+  EXPECT_TRUE(contains(r.output, "decode streams at the read bandwidth, 18.00 GB/s")) << r.output;
+  std::remove(path.c_str());
+}
+
+TEST(AnalyzeCli, EngineerBadInputNamesTheArgument) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"analyze --context 32x", "context = 32x: must be a token count"},
+      {"analyze --prompt 1.5", "prompt = 1.5: must be a token count"},
+      {"analyze --head-dim 0", "head-dim = 0: must be > 0"},
+      {"analyze --peak 10", "option --bandwidth: is required for a custom device"},
+      {"analyze --bandwidth 0 --peak 10", "bandwidth = 0: must be > 0"},
+      {"analyze --device h100 --memory -1", "memory = -1"},
+      {"analyze --weights fp64", "weights = fp64: unknown format (known: fp32"},
+      {"analyze --markdown", "option --markdown: only with --audit"},
+      {"analyze --bogus", "option --bogus: unknown (known: "},
+      {"analyze --model", "option --model: needs a value"},
   };
   for (const auto& [arguments, message] : cases) {
     const Result r = run(arguments);

@@ -276,5 +276,58 @@ TEST_F(Cli, AnalyzeReportsKvCapacityAndTheWasteTable) {
   }
 }
 
+// Every command answers --help and -h with its own usage (exit 0, nothing run), whatever else is
+// on the line; an unknown option is reported as unknown, naming the known ones, whether or not a
+// value follows it; a known option without its value "needs a value" (issue 16).
+TEST_F(Cli, EveryCommandAnswersHelpWithItsOwnUsage) {
+  for (const char* command : {"tour", "roofline", "attention", "decode", "versions", "analyze", "generate"}) {
+    for (const char* flag : {"--help", "-h"}) {
+      const Result r = run(std::string(command) + " " + flag);
+      EXPECT_EQ(r.exit_code, 0) << command << " " << flag << "\n" << r.output;
+      EXPECT_NE(r.output.find(std::string("usage: inferlab ") + command), std::string::npos)
+          << command << " " << flag << "\n" << r.output;
+    }
+    // `help COMMAND` is the same text; --help wins over a bad line.
+    EXPECT_EQ(run(std::string("help ") + command).output, run(std::string(command) + " --help").output) << command;
+    const Result bad = run(std::string(command) + " --bogus --help");
+    EXPECT_EQ(bad.exit_code, 0) << command << "\n" << bad.output;
+  }
+  for (const char* global : {"help", "--help", "-h"}) {
+    const Result r = run(global);
+    EXPECT_EQ(r.exit_code, 0) << global;
+    EXPECT_NE(r.output.find("usage: inferlab <command>"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(run("decode --help").output.find("--block-size N"), std::string::npos);
+  EXPECT_NE(run("roofline --help").output.find("median"), std::string::npos);
+}
+
+TEST_F(Cli, UnknownOptionsAreReportedAsUnknownNotAsNeedingAValue) {
+  for (const char* command : {"decode", "attention", "analyze", "roofline", "tour", "versions", "generate"}) {
+    for (const char* line : {" --bogus", " --bogus 1", " --bogus --help-me"}) {
+      const Result r = run(std::string(command) + line);
+      EXPECT_EQ(r.exit_code, 2) << command << line << "\n" << r.output;
+      EXPECT_NE(r.output.find("option --bogus: unknown (known: "), std::string::npos) << command << line << "\n"
+                                                                                       << r.output;
+      EXPECT_EQ(r.output.find("needs a value"), std::string::npos) << command << line << "\n" << r.output;
+    }
+  }
+  const Result known = run("decode --q");
+  EXPECT_EQ(known.exit_code, 2);
+  EXPECT_NE(known.output.find("option --q: needs a value"), std::string::npos) << known.output;
+  // An option followed by another option has no value (the next one is not taken as it).
+  const Result next = run("attention --q --causal");
+  EXPECT_EQ(next.exit_code, 2);
+  EXPECT_NE(next.output.find("option --q: needs a value"), std::string::npos) << next.output;
+  const Result stray = run("versions extra");
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_NE(stray.output.find("argument 'extra': expected an --option"), std::string::npos) << stray.output;
+  const Result list = run("versions --bogus");
+  EXPECT_NE(list.output.find("(known: --help)"), std::string::npos) << list.output;
+  const Result analyze = run("analyze --bogus");
+  for (const char* name : {"--model", "--head-dim", "--tied-embeddings", "--bandwidth", "--help"}) {
+    EXPECT_NE(analyze.output.find(name), std::string::npos) << name << "\n" << analyze.output;
+  }
+}
+
 }  // namespace
 }  // namespace inferlab

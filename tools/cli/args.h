@@ -1,6 +1,8 @@
 #pragma once
 /// @file args.h
 /// A tiny command-line reader for the inferlab subcommands: --flag, --key value, --key=value.
+/// `--help` and `-h` are always flags (help() reports them), so every subcommand can answer them
+/// with its usage before it checks anything else.
 
 #include <cstdint>
 #include <map>
@@ -15,8 +17,13 @@ namespace inferlab::cli {
 class Args {
  public:
   /// Parses @p argv after the subcommand. @p flags are the options that take no value; every
-  /// other --option takes one. Unknown options are rejected by check_known().
+  /// other --option takes the next argument as its value unless that argument is itself an
+  /// --option. Nothing is rejected here: a stray argument, an unknown option and an option missing
+  /// its value are reported by check_known() (an unknown option as unknown, whether or not a value
+  /// follows it), so that `--help` works whatever else is on the line.
   Args(const std::vector<std::string>& argv, std::set<std::string> flags);
+  /// Whether `--help` or `-h` was given.
+  bool help() const { return help_; }
   /// Whether --@p name was given.
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   /// The value of --@p name, or nullopt.
@@ -31,11 +38,17 @@ class Args {
   /// The number value of --@p name, or nullopt when absent; throws std::invalid_argument
   /// ("name = text: must be a number") when it is not one.
   std::optional<double> real(const std::string& name) const;
-  /// Throws std::invalid_argument for any option not in @p known.
+  /// Throws std::invalid_argument for the first problem of the command line: an argument that is
+  /// not an --option ("argument 'x': expected an --option"), an option not in @p known
+  /// ("option --x: unknown (known: --a, --b, …)"; --help is always known), or a known option
+  /// given without its value ("option --x: needs a value").
   void check_known(const std::set<std::string>& known) const;
 
  private:
   std::map<std::string, std::string> values_;
+  std::vector<std::string> stray_;           // arguments that are not --options
+  std::set<std::string> missing_value_;      // options that take a value but were given none
+  bool help_ = false;
 };
 
 }  // namespace inferlab::cli

@@ -4,27 +4,83 @@
 #include <iostream>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
 #include "chapters/tour.h"
+#include "common/check.h"
 #include "common/npy.h"
 #include "common/roofline.h"
-#include "kernels/registry.h"
 #include "kernels/registry.h"
 #include "tools/cli/args.h"
 
 namespace inferlab::cli {
 
+namespace {
+
+const char* kTourUsage = R"(usage: inferlab tour [--quick]
+
+  Every chapter's demo on the default backend (cpu), ending in a summary table; figures are
+  compared with this machine's roofline (build/roofline.json, measured first when missing).
+  --quick                 smaller shapes and fewer repetitions (a minute instead of several)
+)";
+
+const char* kRooflineUsage = R"(usage: inferlab roofline [--runs N] [--seconds S] [--working-set-mib M] [--threads N] [--out FILE]
+
+  Measures this machine's ceilings: fp32 FMA peak (every SIMD ISA the CPU has), streaming read
+  bandwidth and STREAM triad bandwidth, each the best of repeated passes; the whole measurement
+  runs N times and the median of each ceiling is kept (one disturbed run moves nothing). The
+  1-minute load average is recorded (the highest of the runs'): `analyze --device this` and the
+  benchmarks warn when it exceeded the thread count.
+  --runs N                measurements to take the median of (default 3)
+  --seconds S             seconds per ceiling per run (default 1.0)
+  --working-set-mib M     bytes the bandwidth loops touch (default: max(4 x LLC, 1 GiB), <= RAM/4)
+  --threads N             OpenMP threads (default: all cores)
+  --out FILE              where to save (default: $INFERLAB_ROOFLINE or build/roofline.json)
+)";
+
+const char* kAttentionUsage = R"(usage: inferlab attention --q Q.npy --k K.npy --v V.npy --out O.npy [--causal] [--version NAME]
+                          [--backend cpu|sim|cuda]
+
+  Prefill attention of a registered version on .npy data: Q [heads, L, d]; K, V [kv_heads, L, d]
+  (fp32 or fp16 files); writes O [heads, L, d] as fp32.
+  --causal                mask future keys
+  --version NAME          an implementation (default cpu/naive; `inferlab versions` lists them)
+  --backend B             cpu (default), sim (the CUDA emulator) or cuda
+)";
+
+const char* kVersionsUsage = R"(usage: inferlab versions
+
+  Every registered implementation (prefill, decode, KV append, prefill-with-cache): its name,
+  backend, chapter, precision and whether it can run here.
+)";
+
+// Prints @p usage and returns true when --help / -h was given.
+bool answered_help(const Args& args, const char* usage) {
+  if (args.help()) std::cout << usage;
+  return args.help();
+}
+
+}  // namespace
+
 Args::Args(const std::vector<std::string>& argv, std::set<std::string> flags) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
-    if (arg.rfind("--", 0) != 0) throw std::invalid_argument("argument '" + arg + "': expected an --option");
+    if (arg == "-h" || arg == "--help") {
+      help_ = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      stray_.push_back(arg);
+      continue;
+    }
     std::string name = arg.substr(2);
     if (const auto eq = name.find('='); eq != std::string::npos) {
       values_[name.substr(0, eq)] = name.substr(eq + 1);
     } else if (flags.count(name)) {
       values_[name] = std::string(1, '1');  // (not = "1": GCC 12 warns falsely, -Wrestrict)
+    } else if (i + 1 >= argv.size() || (argv[i + 1].rfind("--", 0) == 0 && argv[i + 1].size() > 2)) {
+      missing_value_.insert(name);  // reported by check_known: as unknown, or as needing a value
     } else {
-      if (i + 1 >= argv.size()) throw std::invalid_argument("option --" + name + ": needs a value");
       values_[name] = argv[++i];
     }
   }
@@ -73,17 +129,23 @@ std::optional<double> Args::real(const std::string& name) const {
 }
 
 void Args::check_known(const std::set<std::string>& known) const {
-  for (const auto& [name, value] : values_) {
-    if (!known.count(name)) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "--" : ", --") + k;
+  if (!stray_.empty()) throw std::invalid_argument("argument '" + stray_.front() + "': expected an --option");
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "--" : ", --") + k;
+  list += std::string(list.empty() ? "" : ", ") + "--help";
+  const auto check = [&](const std::string& name) {
+    if (!known.count(name) && name != "help") {
       throw std::invalid_argument("option --" + name + ": unknown (known: " + list + ")");
     }
-  }
+  };
+  for (const auto& [name, value] : values_) check(name);
+  for (const auto& name : missing_value_) check(name);
+  if (!missing_value_.empty()) throw std::invalid_argument("option --" + *missing_value_.begin() + ": needs a value");
 }
 
 int tour(const std::vector<std::string>& argv) {
   const Args args(argv, {"quick"});
+  if (answered_help(args, kTourUsage)) return 0;
   args.check_known({"quick"});
   TourOptions options;
   options.quick = args.has("quick");
@@ -104,26 +166,51 @@ int tour(const std::vector<std::string>& argv) {
 
 int roofline(const std::vector<std::string>& argv) {
   const Args args(argv, {});
-  args.check_known({"seconds", "working-set-mib", "out", "threads"});
+  if (answered_help(args, kRooflineUsage)) return 0;
+  args.check_known({"seconds", "working-set-mib", "out", "threads", "runs"});
   RooflineOptions options;
-  options.seconds_per_test = std::stod(args.get_or("seconds", "1.0"));
-  options.working_set_mib = std::stod(args.get_or("working-set-mib", "0"));
-  options.threads = std::stoi(args.get_or("threads", "0"));
-  std::cout << "Measuring this machine's roofline (fp32 FMA peak, read and triad bandwidth)...\n";
-  const Roofline r = measure_roofline(options);
+  options.seconds_per_test = args.real("seconds").value_or(1.0);
+  require(options.seconds_per_test > 0, "seconds", options.seconds_per_test, "must be > 0");
+  options.working_set_mib = args.real("working-set-mib").value_or(0.0);
+  require(options.working_set_mib >= 0, "working-set-mib", options.working_set_mib, "must be >= 0 (0: automatic)");
+  options.threads = static_cast<int>(args.integer("threads").value_or(0));
+  require(options.threads >= 0, "threads", options.threads, "must be >= 0 (0: all cores)");
+  const int64_t runs = args.integer("runs").value_or(3);
+  require(runs >= 1 && runs <= 100, "runs", runs, "must be in [1, 100]");
+  std::cout << "Measuring this machine's roofline (fp32 FMA peak, read and triad bandwidth), " << runs
+            << (runs == 1 ? " run" : " runs, keeping the median of each ceiling") << "...\n";
+  std::vector<Roofline> measured;
+  for (int64_t i = 0; i < runs; ++i) {
+    measured.push_back(measure_roofline(options));
+    if (runs > 1) {
+      const Roofline& m = measured.back();
+      std::cout << std::fixed << std::setprecision(1) << "  run " << i + 1 << ": peak " << m.peak_gflops
+                << " GFLOP/s, read " << m.read_gbs << " GB/s, triad " << m.triad_gbs << " GB/s (load "
+                << std::setprecision(2) << m.load_average << ")\n";
+    }
+  }
+  const Roofline r = median_roofline(measured);
   const auto path = args.has("out") ? std::filesystem::path(args.required("out")) : default_roofline_path();
   save_roofline(r, path);
+  const std::string of = runs > 1 ? " (median of " + std::to_string(runs) + " runs)" : "";
   std::cout << std::fixed << std::setprecision(1) << "  CPU:            " << r.cpu << "\n"
-            << "  fp32 FMA peak:  " << r.peak_gflops << " GFLOP/s (" << r.threads << " threads, " << r.simd << ")\n"
-            << "  read bandwidth: " << r.read_gbs << " GB/s\n"
-            << "  triad:          " << r.triad_gbs << " GB/s (working set " << r.working_set_mib << " MiB)\n"
+            << "  fp32 FMA peak:  " << r.peak_gflops << " GFLOP/s (" << r.threads << " threads, " << r.simd << ")" << of
+            << "\n"
+            << "  read bandwidth: " << r.read_gbs << " GB/s" << of << "\n"
+            << "  triad:          " << r.triad_gbs << " GB/s (working set " << r.working_set_mib << " MiB)" << of << "\n"
             << "  ridge point:    " << r.ridge_point() << " FLOP/byte (peak / triad)\n"
+            << std::setprecision(2) << "  load average:   " << r.load_average << " (highest at the start of a run; "
+            << r.threads << " threads)"
+            << (r.measured_busy() ? ": the machine was busy, so these ceilings may read low; rerun when it is idle"
+                                  : "")
+            << "\n"
             << "Saved to " << path.string() << "\n";
   return 0;
 }
 
 int attention(const std::vector<std::string>& argv) {
   const Args args(argv, {"causal"});
+  if (answered_help(args, kAttentionUsage)) return 0;
   args.check_known({"q", "k", "v", "out", "causal", "version", "backend"});
   const Tensor<float> q = read_npy_float(args.required("q"));
   const Tensor<float> k = read_npy_float(args.required("k"));
@@ -142,7 +229,9 @@ int attention(const std::vector<std::string>& argv) {
 }
 
 int versions(const std::vector<std::string>& argv) {
-  Args(argv, {}).check_known({});
+  const Args args(argv, {});
+  if (answered_help(args, kVersionsUsage)) return 0;
+  args.check_known({});
   // One line per version: name, backend, the chapter that teaches it, what it computes in or on.
   const auto row = [](const std::string& name, Backend backend, int chapter, std::string_view what,
                       const std::string& summary) {

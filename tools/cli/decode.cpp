@@ -18,6 +18,23 @@ namespace inferlab::cli {
 
 namespace {
 
+const char* kDecodeUsage = R"(usage: inferlab decode --q Q.npy --k-cache K.npy --v-cache V.npy --lengths LENGTHS.npy --out O.npy
+                       [--version NAME] [--backend cpu|sim|cuda] [--cache int8|int8-channel|fp8]
+                       [--block-size N]
+
+  One decode step (chapter 03) of a registered version on .npy data:
+    Q [batch, heads, d]; K and V caches [batch, kv_heads, max_seq_len, d] (float16 files give an
+    fp16 cache, anything else fp32); lengths int [batch] (tokens cached per sequence).
+  Writes O [batch, heads, d] as fp32.
+  --version NAME          an implementation (default cpu/decode; `inferlab versions` lists them)
+  --backend B             cpu (default), sim (the CUDA emulator) or cuda
+  --cache F               quantize the cache on load (chapter 04): int8 (per-token K scales),
+                          int8-channel (per-channel K scales) or fp8 (E4M3), run an INT8 / FP8
+                          version and print the bytes and the values saturated
+  --block-size N          page the cache (chapter 06): blocks of N tokens in scattered order, read
+                          through the block table; the output is the contiguous cache's
+)";
+
 // The cache as the user asked for it: contiguous, or (--block-size N) paged over scattered blocks.
 KvCache laid_out(const Args& args, KvCache cache) {
   if (!args.has("block-size")) return cache;
@@ -56,6 +73,10 @@ int decode_quantized(const Args& args, const KvFormat& format, const Tensor<floa
 
 int decode(const std::vector<std::string>& argv) {
   const Args args(argv, {});
+  if (args.help()) {
+    std::cout << kDecodeUsage;
+    return 0;
+  }
   args.check_known({"q", "k-cache", "v-cache", "lengths", "out", "version", "backend", "cache", "block-size"});
   const Tensor<float> q = read_npy_float(args.required("q"));
   const std::string k_path = args.required("k-cache"), v_path = args.required("v-cache");

@@ -116,14 +116,14 @@ int replay(const Args& args, const model::LlamaModel& m) {
 }  // namespace
 
 int generate(const std::vector<std::string>& argv) {
-  const Args args(argv, {"greedy", "ids", "no-chunking", "no-prefix-caching", "simulated-clock", "engine", "help"});
-  if (args.has("help")) {
+  const Args args(argv, {"greedy", "ids", "no-chunking", "no-prefix-caching", "simulated-clock", "engine"});
+  if (args.help()) {
     std::cout << kGenerateUsage;
     return 0;
   }
   args.check_known({"model", "prompt-ids", "max-new-tokens", "greedy", "temperature", "top-p", "seed", "stop-ids",
                     "ids", "trace", "out", "policy", "block-size", "num-blocks", "max-seqs", "budget", "chunk",
-                    "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "engine", "help"});
+                    "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "engine"});
   const model::LlamaModel m(model::load_model(args.required("model")));
   if (args.has("trace")) return replay(args, m);
 

@@ -25,15 +25,22 @@ const char* kUsage = R"(usage: inferlab <command> [options]
                             the values saturated; --block-size N pages the cache (blocks of N tokens in
                             scattered order, read through the block table): the same output
   versions                  list the registered implementations
-  analyze [--model llama-7b] [--device a100-40] [--batch 1] [--context 2048] [--prompt N]
-          [--weights fp16|bf16|fp8|int8|int4] [--kv fp16|bf16|fp8|int8] [--json]
-                            KV-cache size, FLOPs, bytes, AI and time floors of prefill and decode
-  analyze --list | --audit  the built-in models and devices | the source article's figures, audited
+  analyze [--model llama-7b] [--device a100-40] [--batch 1] [--context 2048|32k] [--prompt N]
+          [--weights fp32|fp16|bf16|fp8|int8|int4] [--kv fp32|fp16|bf16|fp8|int8] [--json]
+                            KV-cache size, FLOPs, bytes, AI and time floors of prefill and decode,
+                            what fits in memory and the decode floor with other formats
+          custom shape: --hidden H --layers N --heads N [--kv-heads N] [--head-dim D] [--ffn F]
+                        [--vocab V] [--tied-embeddings] (alone, or overriding --model's fields)
+          custom device: --bandwidth GB/s --peak TFLOP/s [--memory GiB] (alone, or overriding
+                        --device's); --device this [--roofline FILE]: this machine, measured
+  analyze --list [--json]   the built-in models and devices
+  analyze --audit [--markdown]   the source article's figures, audited (text or a Markdown table)
+  analyze --kv-waste        chapter 06's KV-memory table (analyze --help)
   generate --model models/stories260K.bin --prompt-ids 1 [--max-new-tokens N] [--greedy] [--ids]
                             generate token ids on a Llama model (llama2.c checkpoint or random:<preset>)
   generate --model M --trace FILE.jsonl [--out metrics.json] [--policy continuous|static] …
                             replay a request trace through the serving engine (generate --help)
-  help                      this text
+  help [COMMAND]            this text, or COMMAND's own usage (as COMMAND --help; every command has one)
 
 The ./inferlab launcher at the top of the source tree also offers: test, grade, student, bench, docs.
 )";
@@ -50,7 +57,11 @@ int main(int argc, char** argv) {
       {"analyze", inferlab::cli::analyze},
       {"generate", inferlab::cli::generate},
   };
-  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
+  const std::string first = argc < 2 ? "" : argv[1];
+  if (first == "help" && argc >= 3 && commands.count(argv[2])) {
+    return commands.at(argv[2])({"--help"});  // `inferlab help analyze` = `inferlab analyze --help`
+  }
+  if (argc < 2 || first == "help" || first == "--help" || first == "-h") {
     std::cout << kUsage;
     return argc < 2 ? 2 : 0;
   }
