@@ -49,9 +49,11 @@ def student_tree(name: str, chapter: str) -> Path:
     tree = ROOT / "build" / "grading" / "cheats" / name
     shutil.rmtree(tree, ignore_errors=True)
     (tree / cheat.name).mkdir(parents=True)
-    # A cheat written as one file (cheat.cpp) answers every exercise of the chapter itself.
-    if not (cheat / "cheat.cpp").exists():
-        for stub in sorted(stubs.glob("*.c*")):
+    # A cheat written as one file (cheat.cpp) answers every exercise of the chapter itself; the
+    # chapter's prediction questions (predictions.cpp) keep their stubs, so that it still links.
+    one_file = (cheat / "cheat.cpp").exists()
+    for stub in sorted(stubs.glob("*.c*")):
+        if not one_file or stub.name == "predictions.cpp":
             shutil.copy(stub, tree / cheat.name / stub.name)
     for f in sorted(cheat.iterdir()):
         shutil.copy(f, tree / cheat.name / f.name)

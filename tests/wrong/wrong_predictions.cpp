@@ -1,0 +1,366 @@
+// Wrong answers to every chapter's prediction questions (exercises/NN-slug/predictions.h), run
+// through the very checks that grade the students (tests/NN-slug/predictions_check.h): each
+// classic mistake must be rejected, with a message that names the mistake, and the same formula
+// without the mistake must pass. The mistakes: the article's traffic model where the real one is
+// asked (and its algebra slip), bits for bytes, KB or GB for KiB or GiB where the difference
+// shows, forgetting the ×2 for K and V, GQA ignored, the wrong roof, the KV of one token for all
+// of them, the weights read per sequence, a whole step for half of one, no rounding up.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <string>
+
+#include "tests/01-naive-cpu-attention/predictions_check.h"
+#include "tests/02-gpu-prefill/predictions_check.h"
+#include "tests/03-kv-cache-decode/predictions_check.h"
+#include "tests/04-int8-kv-cache/predictions_check.h"
+#include "tests/05-fused-attention/predictions_check.h"
+#include "tests/06-paged-attention/predictions_check.h"
+#include "tests/07-continuous-batching/predictions_check.h"
+
+namespace inferlab {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A wrong answer must fail its check, and the failure must say which mistake it is.
+void expect_rejected(const ::testing::AssertionResult& result, const std::string& mistake) {
+  EXPECT_FALSE(result) << "a wrong answer (" << mistake << ") passed";
+  EXPECT_THAT(std::string(result.message()), HasSubstr("your answer is what " + mistake)) << result.message();
+}
+
+// ---- chapter 01 ----
+
+double flops(double L, double d) { return 4.0 * L * L * d; }
+
+TEST(WrongPredictionsCh01, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch01::check_article_ai(
+      [](int64_t L, int64_t d, double e) { return flops(L, d) / (e * (double(L) * L + 4.0 * L * d)); }));
+  EXPECT_TRUE(testing::ch01::check_unfused_ai(
+      [](int64_t L, int64_t d, double e) { return flops(L, d) / (e * (4.0 * L * L + 4.0 * L * d)); }));
+  EXPECT_TRUE(testing::ch01::check_fused_ai([](int64_t L, int64_t, double e) { return double(L) / e; }));
+  EXPECT_TRUE(testing::ch01::check_attainable([](double ai, double p, double b) { return std::min(p, ai * b); }));
+  EXPECT_TRUE(testing::ch01::check_time_floor([](int64_t h, int64_t L, int64_t d, double e, double p, double b) {
+    return 1e3 * h * std::max(flops(L, d) / (p * 1e9), e * (4.0 * L * L + 4.0 * L * d) / (b * 1e9));
+  }));
+}
+
+TEST(WrongPredictionsCh01, TheArticlesModelForTheRealUnfusedOne) {
+  expect_rejected(testing::ch01::check_unfused_ai([](int64_t L, int64_t d, double e) {
+                    return flops(L, d) / (e * (double(L) * L + 4.0 * L * d));
+                  }),
+                  "the article's model");
+}
+
+TEST(WrongPredictionsCh01, BitsInsteadOfBytes) {
+  expect_rejected(testing::ch01::check_article_ai([](int64_t L, int64_t d, double e) {
+                    return flops(L, d) / (8.0 * e * (double(L) * L + 4.0 * L * d));
+                  }),
+                  "counting bits instead of bytes");
+}
+
+TEST(WrongPredictionsCh01, TheArticlesAlgebraSlip) {
+  expect_rejected(testing::ch01::check_article_ai(
+                      [](int64_t L, int64_t d, double) { return 2.0 * L / (1.0 + 4.0 * double(d) / double(L)); }),
+                  "the article's algebra slip");
+}
+
+TEST(WrongPredictionsCh01, FusedAiAlwaysHalfL) {
+  EXPECT_FALSE(testing::ch01::check_fused_ai([](int64_t L, int64_t, double) { return double(L) / 2.0; }));
+}
+
+TEST(WrongPredictionsCh01, MaxInsteadOfMinOnTheRoofline) {
+  expect_rejected(testing::ch01::check_attainable([](double ai, double p, double b) { return std::max(p, ai * b); }),
+                  "max instead of min");
+}
+
+TEST(WrongPredictionsCh01, TimeFloorWithTheArticlesBytes) {
+  expect_rejected(testing::ch01::check_time_floor([](int64_t h, int64_t L, int64_t d, double e, double p, double b) {
+                    return 1e3 * h * std::max(flops(L, d) / (p * 1e9), e * (double(L) * L + 4.0 * L * d) / (b * 1e9));
+                  }),
+                  "the article's byte count");
+}
+
+// ---- chapter 02 ----
+
+double unfused_ai_fp16(double L, double d) { return flops(L, d) / (2.0 * (4.0 * L * L + 4.0 * L * d)); }
+double article_ai_fp16(double L, double d) { return flops(L, d) / (2.0 * (L * L + 4.0 * L * d)); }
+
+int64_t pow2_tile(double budget, double tiles, double e) {
+  int64_t t = 1;
+  while (tiles * double(2 * t) * double(2 * t) * e <= budget) t *= 2;
+  return t;
+}
+
+TEST(WrongPredictionsCh02, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch02::check_article_ai([](int64_t L, int64_t d) { return article_ai_fp16(L, d); }));
+  EXPECT_TRUE(testing::ch02::check_unfused_ai([](int64_t L, int64_t d) { return unfused_ai_fp16(L, d); }));
+  EXPECT_TRUE(testing::ch02::check_ceiling(
+      [](int64_t L, int64_t d, double p, double b) { return std::min(p, unfused_ai_fp16(L, d) * b); }));
+  EXPECT_TRUE(testing::ch02::check_tile([](int64_t kib, double e) { return pow2_tile(kib * 1024.0, 2.0, e); }));
+}
+
+TEST(WrongPredictionsCh02, TheArticlesModelForTheRealUnfusedOne) {
+  expect_rejected(testing::ch02::check_unfused_ai([](int64_t L, int64_t d) { return article_ai_fp16(L, d); }),
+                  "the article's model");
+}
+
+TEST(WrongPredictionsCh02, CeilingFromTheArticlesModel) {
+  expect_rejected(testing::ch02::check_ceiling(
+                      [](int64_t L, int64_t d, double p, double b) { return std::min(p, article_ai_fp16(L, d) * b); }),
+                  "the article's model");
+}
+
+TEST(WrongPredictionsCh02, CeilingIgnoringTheMemoryRoof) {
+  expect_rejected(testing::ch02::check_ceiling([](int64_t, int64_t, double p, double) { return p; }),
+                  "the peak alone");
+}
+
+TEST(WrongPredictionsCh02, TileWithKilobytesForKibibytes) {
+  expect_rejected(testing::ch02::check_tile([](int64_t kib, double e) { return pow2_tile(kib * 1000.0, 2.0, e); }),
+                  "KB = 1000 bytes");
+}
+
+TEST(WrongPredictionsCh02, TileForgettingTheSecondOperand) {
+  expect_rejected(testing::ch02::check_tile([](int64_t kib, double e) { return pow2_tile(kib * 1024.0, 1.0, e); }),
+                  "one tile instead of two");
+}
+
+// ---- chapter 03 ----
+
+double decode_ai(double L, double d, double g, double e) { return g * 4.0 * L * d / (e * (2.0 * L * d + 2.0 * g * d)); }
+double kv_token(double layers, double heads, double d, double e) { return 2.0 * layers * heads * d * e; }
+
+TEST(WrongPredictionsCh03, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch03::check_decode_ai(
+      [](int64_t L, int64_t d, int64_t g, double e) { return decode_ai(L, d, g, e); }));
+  EXPECT_TRUE(testing::ch03::check_kv_bytes_per_token(
+      [](int64_t n, int64_t h, int64_t d, double e) { return kv_token(n, h, d, e); }));
+  EXPECT_TRUE(testing::ch03::check_decode_step_ms(
+      [](double w, int64_t n, int64_t h, int64_t d, double e, int64_t b, int64_t L, double bw) {
+        return 1e3 * (w * 1e9 + double(b) * L * kv_token(n, h, d, e)) / (bw * 1e9);
+      }));
+  EXPECT_TRUE(testing::ch03::check_max_cached_tokens([](double gib, double w, int64_t n, int64_t h, int64_t d, double e) {
+    const double free_bytes = gib * 1073741824.0 - w * 1e9;
+    return free_bytes <= 0 ? int64_t{0} : int64_t(std::floor(free_bytes / kv_token(n, h, d, e)));
+  }));
+}
+
+TEST(WrongPredictionsCh03, DecodeAiIgnoringGqa) {
+  expect_rejected(testing::ch03::check_decode_ai(
+                      [](int64_t L, int64_t d, int64_t, double e) { return decode_ai(L, d, 1.0, e); }),
+                  "reading K and V once per query head");
+}
+
+TEST(WrongPredictionsCh03, KvBytesForgettingKAndV) {
+  expect_rejected(testing::ch03::check_kv_bytes_per_token(
+                      [](int64_t n, int64_t h, int64_t d, double e) { return kv_token(n, h, d, e) / 2.0; }),
+                  "forgetting the ×2 for K and V");
+}
+
+TEST(WrongPredictionsCh03, KvBytesInBits) {
+  expect_rejected(testing::ch03::check_kv_bytes_per_token(
+                      [](int64_t n, int64_t h, int64_t d, double e) { return 8.0 * kv_token(n, h, d, e); }),
+                  "counting bits instead of bytes");
+}
+
+TEST(WrongPredictionsCh03, StepReadingTheKvOfOneToken) {
+  expect_rejected(testing::ch03::check_decode_step_ms(
+                      [](double w, int64_t n, int64_t h, int64_t d, double e, int64_t b, int64_t, double bw) {
+                        return 1e3 * (w * 1e9 + double(b) * kv_token(n, h, d, e)) / (bw * 1e9);
+                      }),
+                  "the KV of one token per step");
+}
+
+TEST(WrongPredictionsCh03, GibibytesReadAsGigabytes) {
+  expect_rejected(testing::ch03::check_max_cached_tokens([](double gib, double w, int64_t n, int64_t h, int64_t d, double e) {
+                    return int64_t(std::floor((gib - w) * 1e9 / kv_token(n, h, d, e)));
+                  }),
+                  "the device's GiB read as GB");
+}
+
+// ---- chapter 04 ----
+
+TEST(WrongPredictionsCh04, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch04::check_int8_kv_bytes_per_token(
+      [](int64_t n, int64_t h, int64_t d, double s) { return 2.0 * n * h * (double(d) + s); }));
+  EXPECT_TRUE(testing::ch04::check_int8_decode_speedup([](int64_t d, double s, double e) { return e * d / (d + s); }));
+  EXPECT_TRUE(testing::ch04::check_int8_max_abs_error([](double m) { return m / 254.0; }));
+  EXPECT_TRUE(testing::ch04::check_int8_kv_step_speedup(
+      [](double w, int64_t n, int64_t h, int64_t d, double s, int64_t b, int64_t L) {
+        const double t = double(b) * L;
+        return (w * 1e9 + t * kv_token(n, h, d, 2.0)) / (w * 1e9 + t * 2.0 * n * h * (double(d) + s));
+      }));
+}
+
+TEST(WrongPredictionsCh04, Int8BytesForgettingKAndV) {
+  expect_rejected(testing::ch04::check_int8_kv_bytes_per_token(
+                      [](int64_t n, int64_t h, int64_t d, double s) { return double(n) * h * (double(d) + s); }),
+                  "forgetting the ×2 for K and V");
+}
+
+TEST(WrongPredictionsCh04, Int8BytesForgettingTheScales) {
+  expect_rejected(testing::ch04::check_int8_kv_bytes_per_token(
+                      [](int64_t n, int64_t h, int64_t d, double) { return 2.0 * n * h * double(d); }),
+                  "forgetting the scales");
+}
+
+TEST(WrongPredictionsCh04, SpeedupIsTheElementSizeRatio) {
+  expect_rejected(testing::ch04::check_int8_decode_speedup([](int64_t, double, double e) { return e; }),
+                  "the element sizes alone");
+}
+
+TEST(WrongPredictionsCh04, ErrorOfAWholeStep) {
+  expect_rejected(testing::ch04::check_int8_max_abs_error([](double m) { return m / 127.0; }),
+                  "a whole step");
+}
+
+TEST(WrongPredictionsCh04, ErrorWith255Levels) {
+  expect_rejected(testing::ch04::check_int8_max_abs_error([](double m) { return m / 255.0; }), "255 levels");
+}
+
+TEST(WrongPredictionsCh04, StepSpeedupForgettingTheWeights) {
+  expect_rejected(testing::ch04::check_int8_kv_step_speedup(
+                      [](double, int64_t, int64_t, int64_t d, double s, int64_t, int64_t) { return 2.0 * d / (d + s); }),
+                  "the KV bytes alone");
+}
+
+// ---- chapter 05 ----
+
+int64_t query_tile(double budget, int64_t d, int64_t bc, double e, double score_bytes) {
+  int64_t br = 0;
+  while (e * (double(br + 16) * d + 2.0 * bc * d) + score_bytes * double(br + 16) * bc <= budget) br += 16;
+  return br;
+}
+
+TEST(WrongPredictionsCh05, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch05::check_fused_ai_gqa(
+      [](int64_t L, int64_t, int64_t g, double e) { return 2.0 * g * L / (e * (g + 1.0)); }));
+  EXPECT_TRUE(testing::ch05::check_fused_traffic_share([](int64_t L, int64_t d) { return double(d) / double(L + d); }));
+  EXPECT_TRUE(testing::ch05::check_fused_bytes_with_query_tiles([](int64_t L, int64_t d, int64_t br, double e) {
+    return e * (2.0 * L * d + 2.0 * L * d * double((L + br - 1) / br));
+  }));
+  EXPECT_TRUE(testing::ch05::check_max_query_tile(
+      [](int64_t kib, int64_t d, int64_t bc, double e) { return query_tile(kib * 1024.0, d, bc, e, 4.0); }));
+}
+
+TEST(WrongPredictionsCh05, FusedAiIgnoringGqa) {
+  expect_rejected(testing::ch05::check_fused_ai_gqa([](int64_t L, int64_t, int64_t, double e) { return L / e; }),
+                  "L / e, the MHA law");
+}
+
+TEST(WrongPredictionsCh05, ShareAgainstTheArticlesModel) {
+  expect_rejected(testing::ch05::check_fused_traffic_share(
+                      [](int64_t L, int64_t d) { return 4.0 * d / (double(L) + 4.0 * d); }),
+                  "the article's unfused model");
+}
+
+TEST(WrongPredictionsCh05, TiledBytesWithoutRoundingUp) {
+  expect_rejected(testing::ch05::check_fused_bytes_with_query_tiles([](int64_t L, int64_t d, int64_t br, double e) {
+                    return e * (2.0 * L * d + 2.0 * L * d * double(L) / double(br));
+                  }),
+                  "L / Br without rounding up");
+}
+
+TEST(WrongPredictionsCh05, QueryTileWithKilobytes) {
+  expect_rejected(testing::ch05::check_max_query_tile(
+                      [](int64_t kib, int64_t d, int64_t bc, double e) { return query_tile(kib * 1000.0, d, bc, e, 4.0); }),
+                  "KB = 1000 bytes");
+}
+
+// ---- chapter 06 ----
+
+TEST(WrongPredictionsCh06, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch06::check_blocks_needed([](std::span<const int64_t> lengths, int64_t b) {
+    int64_t n = 0;
+    for (int64_t l : lengths) n += (l + b - 1) / b;
+    return n;
+  }));
+  EXPECT_TRUE(testing::ch06::check_block_bytes([](int64_t b, int64_t h, int64_t d, double e) { return 2.0 * b * h * d * e; }));
+  EXPECT_TRUE(testing::ch06::check_sequences_contiguous(
+      [](double gib, double kv, int64_t m) { return int64_t(std::floor(gib * 1073741824.0 / (kv * double(m)))); }));
+  EXPECT_TRUE(testing::ch06::check_sequences_paged([](double gib, double kv, int64_t b, double mean) {
+    return int64_t(std::floor(gib * 1073741824.0 / kv / (mean + (b - 1) / 2.0)));
+  }));
+}
+
+TEST(WrongPredictionsCh06, BlocksPooledAcrossSequences) {
+  expect_rejected(testing::ch06::check_blocks_needed([](std::span<const int64_t> lengths, int64_t b) {
+                    int64_t tokens = 0;
+                    for (int64_t l : lengths) tokens += l;
+                    return (tokens + b - 1) / b;
+                  }),
+                  "⌈Σ L / B⌉");
+}
+
+TEST(WrongPredictionsCh06, BlockBytesForgettingKAndV) {
+  expect_rejected(testing::ch06::check_block_bytes([](int64_t b, int64_t h, int64_t d, double e) { return double(b) * h * d * e; }),
+                  "forgetting the ×2 for K and V");
+}
+
+TEST(WrongPredictionsCh06, ContiguousPoolInGigabytes) {
+  expect_rejected(testing::ch06::check_sequences_contiguous(
+                      [](double gib, double kv, int64_t m) { return int64_t(std::floor(gib * 1e9 / (kv * double(m)))); }),
+                  "GiB read as GB");
+}
+
+TEST(WrongPredictionsCh06, PagedWithoutTheLastBlocksWaste) {
+  expect_rejected(testing::ch06::check_sequences_paged([](double gib, double kv, int64_t, double mean) {
+                    return int64_t(std::floor(gib * 1073741824.0 / kv / mean));
+                  }),
+                  "no waste at all");
+}
+
+// ---- chapter 07 ----
+
+using student::ServingModel;
+
+double kv_sequence(const ServingModel& m, double L) { return 2.0 * m.layers * m.kv_heads * m.head_dim * m.kv_bytes * L; }
+double step_flops(const ServingModel& m, double B, double L) {
+  return B * (2.0 * m.parameters + 4.0 * L * m.head_dim * m.heads * m.layers);
+}
+
+TEST(WrongPredictionsCh07, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch07::check_decode_step_ai([](const ServingModel& m, int64_t b, int64_t L) {
+    return step_flops(m, b, L) / (m.parameters * m.weight_bytes + b * kv_sequence(m, L));
+  }));
+  EXPECT_TRUE(testing::ch07::check_decode_tokens_per_second([](const ServingModel& m, int64_t b, int64_t L, double p, double bw) {
+    return b / std::max(step_flops(m, b, L) / (p * 1e9), (m.parameters * m.weight_bytes + b * kv_sequence(m, L)) / (bw * 1e9));
+  }));
+  EXPECT_TRUE(testing::ch07::check_kv_equals_weights_batch(
+      [](const ServingModel& m, int64_t L) { return m.parameters * m.weight_bytes / kv_sequence(m, L); }));
+}
+
+TEST(WrongPredictionsCh07, WeightsReadOncePerSequence) {
+  expect_rejected(testing::ch07::check_decode_step_ai([](const ServingModel& m, int64_t b, int64_t L) {
+                    return step_flops(m, b, L) / (b * (m.parameters * m.weight_bytes + kv_sequence(m, L)));
+                  }),
+                  "the weights read once per sequence");
+}
+
+TEST(WrongPredictionsCh07, TheWholeStepAtAttentionsAi) {
+  expect_rejected(testing::ch07::check_decode_step_ai([](const ServingModel& m, int64_t, int64_t) {
+                    return 2.0 * double(m.heads) / (double(m.kv_heads) * m.kv_bytes);
+                  }),
+                  "decode attention's AI");
+}
+
+TEST(WrongPredictionsCh07, TokensPerSecondIgnoringTheComputeRoof) {
+  expect_rejected(testing::ch07::check_decode_tokens_per_second([](const ServingModel& m, int64_t b, int64_t L, double, double bw) {
+                    return b / ((m.parameters * m.weight_bytes + b * kv_sequence(m, L)) / (bw * 1e9));
+                  }),
+                  "the memory time alone");
+}
+
+TEST(WrongPredictionsCh07, CrossoverForgettingKAndV) {
+  expect_rejected(testing::ch07::check_kv_equals_weights_batch([](const ServingModel& m, int64_t L) {
+                    return 2.0 * m.parameters * m.weight_bytes / kv_sequence(m, L);
+                  }),
+                  "forgetting the ×2 for K and V");
+}
+
+}  // namespace
+}  // namespace inferlab
