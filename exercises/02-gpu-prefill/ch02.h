@@ -25,6 +25,80 @@
 /// Each stub's launcher starts with `throw NotImplemented(...)`: delete that line once your
 /// kernel is written.
 ///
+/// ## Warm-ups W1–W3, before the attention kernels
+///
+/// Three small kernels that teach the moves the exercises below are made of: indexing a 2-D
+/// grid (W1), a shared-memory reduction with its barriers (W2) and a tile staged in shared memory
+/// (W3). They are numbered W1–W3, not 2.1–2.3, so that the attention exercises keep their
+/// numbers (the grader's reports and the lessons name them). Graded like the exercises (same
+/// checks, same device-memory rule), by the tests Ch02WarmupScaleAdd, Ch02WarmupVectorSum and
+/// Ch02WarmupTranspose: fresh random inputs, odd sizes, a float64 oracle (W3: bit-exact), the
+/// outputs poisoned with NaN, every launch under several thread schedules with the emulator's
+/// memcheck, racecheck and initcheck on.
+///
+/// ## Warm-up W1 — indexing: a 2-D grid-stride elementwise kernel (scale_add_2d.cu)
+///
+/// `x` and `out` are [rows, cols], `row_scale` is [rows], `col_bias` is [cols], row-major. Write
+/// `scale_add_2d_kernel` so that
+///
+///     out[r][c] = row_scale[r] · x[r][c] + col_bias[c].
+///
+/// Launch (given): block (32, 8) — threadIdx.x walks the columns, so the 32 threads of a warp
+/// touch 32 consecutive addresses of one row (one coalesced access), threadIdx.y walks the rows;
+/// grid (min(⌈cols/32⌉, 4), min(⌈rows/8⌉, 4)). The grid is capped at 4 × 4 blocks, as a real
+/// launch is sized to a few waves of the GPU's SMs (streaming multiprocessors, the cores that run
+/// blocks) rather than to the data: a matrix wider than 128 columns or taller than 32 rows has
+/// more elements than the grid has threads. So thread (x, y) of block (bx, by) starts at row
+/// r = by·8 + y and column c = bx·32 + x and strides by the grid — r += gridDim.y·blockDim.y,
+/// c += gridDim.x·blockDim.x — until it passes the end (a grid-stride loop). rows and cols are any
+/// sizes ≥ 1 (1, 7, 33, 300 …): the loops' conditions r < rows and c < cols are the bounds check;
+/// a thread past the end must touch nothing (memcheck reports any access past an allocation).
+/// Budget: one load of x, row_scale and col_bias and one store per element (row_scale[r] once per
+/// row is better). Size hint: roughly 6 lines.
+///
+/// ## Warm-up W2 — a shared-memory block reduction, finished with warp shuffles (vector_sum.cu)
+///
+/// `x` is [n] (any n ≥ 1), `sum` is [1]. Write `block_sum_kernel(in, out, n)` so that block b
+/// writes out[b] = the sum of in[i] over i = b·blockDim.x + threadIdx.x, stepping by
+/// gridDim.x·blockDim.x. The launcher (given) runs it twice: over x with grid
+/// min(⌈n/threads_per_block⌉, 32) into a buffer of partial sums, then with one block over those
+/// partials into sum — the blocks of one launch cannot wait for each other, so the second level
+/// of the reduction is a second launch. blockDim.x = threads_per_block, a power of two from 32 to
+/// 1024. Three steps:
+///   1. each thread adds its grid-strided elements in a register and writes the total to
+///      `partial[threadIdx.x]` (a `__shared__ float partial[1024]`); `__syncthreads()` (barrier
+///      1: every partial is written before any thread reads another's);
+///   2. a tree: for s = blockDim.x/2, blockDim.x/4, … down to 32, threads t < s add partial[t + s]
+///      to partial[t]; `__syncthreads()` after every step (barrier 2: step s/2 reads what other
+///      threads wrote in step s). Every thread must reach both barriers: put the condition on
+///      the addition, never around the barrier;
+///   3. warp 0 finishes the 32 values left: v = partial[lane], then five
+///      `__shfl_down_sync(0xffffffff, v, offset)` steps, offset 16, 8, 4, 2, 1, adding each —
+///      no barrier (a shuffle exchanges registers within the warp) —; lane 0 writes out[blockIdx.x].
+/// Budget: each element of x loaded once, one store per block; shared memory one float per thread;
+/// no atomics (the order of the additions is fixed, so the result is the same bits under every
+/// schedule). Size hint: roughly 15 lines.
+///
+/// ## Warm-up W3 — a tiled transpose through shared memory (transpose_tiled.cu)
+///
+/// `in` is [rows, cols], `out` is [cols, rows], row-major; out[c][r] = in[r][c], bit for bit.
+/// Launch (given): grid (⌈cols/32⌉, ⌈rows/32⌉), block (32, 8): block (bx, by) moves the 32 × 32
+/// tile whose top-left element is in[by·32][bx·32], and each thread moves 4 of its elements:
+///   1. read: thread (x, y) loads in[by·32 + i][bx·32 + x] into tile[i][x] for i = y, y + 8,
+///      y + 16, y + 24 — a warp reads 32 consecutive addresses of one row of in (coalesced);
+///      skip the elements past rows or cols; `__syncthreads()`;
+///   2. write: the block indices swap: thread (x, y) writes out[bx·32 + i][by·32 + x] =
+///      tile[x][i] for the same four i — a warp writes 32 consecutive addresses of one row of out
+///      (coalesced again) and reads a *column* of the tile; skip the elements past cols or rows.
+/// A naive transpose (thread (x, y) copies in[y][x] to out[x][y]) makes one of the two accesses
+/// strided: 32 different cache lines per warp instead of one. Shared memory makes both
+/// coalesced. The tile is `__shared__ float tile[32][33]`: with 32 floats per row, the 32
+/// elements of a column would sit in one of the 32 shared-memory banks and their reads would be
+/// served one at a time (a 32-way bank conflict); one float of padding per row moves each row's
+/// start one bank over, so a column spans all 32 banks. (The emulator cannot see bank conflicts:
+/// the padding is not graded, only the result and the barrier.) Budget: one load and one store
+/// per element; shared memory 32 × 33 floats. Size hint: roughly 12 lines.
+///
 /// ## Exercise 2.1 — attention scores, one thread per score (attention_scores.cu)
 ///
 /// `q` is [num_heads, seq_len, head_dim], `k` is [num_kv_heads, seq_len, head_dim], `scores`
@@ -82,6 +156,13 @@
 /// cuda; see the file's documentation for the tasks).
 #define INFERLAB_DECLARE_CH02_EXERCISES(NS)                                                                  \
   namespace inferlab::NS::student {                                                                          \
+  /* Warm-up W1: out[r][c] = row_scale[r] * x[r][c] + col_bias[c], a 2-D grid-stride loop. */                \
+  void scale_add_2d(const Tensor<float>& x, const Tensor<float>& row_scale, const Tensor<float>& col_bias,   \
+                    Tensor<float>& out);                                                                     \
+  /* Warm-up W2: sum[0] = the sum of x, a shared-memory tree and a warp-shuffle finish, two launches. */     \
+  void vector_sum(const Tensor<float>& x, Tensor<float>& sum, int threads_per_block = 256);                  \
+  /* Warm-up W3: out = the transpose of in, through a padded 32x32 shared-memory tile. */                    \
+  void transpose_tiled(const Tensor<float>& in, Tensor<float>& out);                                         \
   /* Exercise 2.1: scores = Q.K^T / sqrt(head_dim), -inf above the diagonal when causal. */                  \
   void attention_scores(const Tensor<float>& q, const Tensor<float>& k, bool causal, Tensor<float>& scores); \
   /* Exercise 2.2: probs = the softmax of each row of scores, one block of threads_per_block. */             \

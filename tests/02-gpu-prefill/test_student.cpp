@@ -25,13 +25,16 @@
 #include "tests/support/isolation.h"
 #include "tests/support/prefill_steps_check.h"
 #include "tests/support/seeded.h"
+#include "tests/support/warmup_check.h"
 
 namespace inferlab {
 namespace {
 
 using testing::AttentionCase;
 using testing::GemmCase;
+using testing::MatrixCase;
 using testing::SoftmaxCase;
+using testing::SumCase;
 
 using testing::expect_all;
 
@@ -58,9 +61,10 @@ std::string g_last_kernel;
 // copy of @p out (poisoned by the caller), and brings the result back into @p out. Throws, so
 // that the shared check reports it with the shape and the seed, when the call launched no kernel,
 // held device memory outside ch02.h's budget — at least the inputs (@p input_elements floats,
-// read on the device), at most the inputs and the output — or changed the output's shape.
+// read on the device), at most the inputs, the output and @p scratch_elements floats the given
+// launcher holds besides (W2's partial sums) — or changed the output's shape.
 void run_student_kernel(const char* exercise, int64_t input_elements, Tensor<float>& out,
-                        const std::function<void(Tensor<float>&)>& call) {
+                        const std::function<void(Tensor<float>&)>& call, int64_t scratch_elements = 0) {
   CallNote note;
   g_last_kernel.clear();
   const testing::IsolatedRun run = testing::run_isolated(
@@ -84,11 +88,12 @@ void run_student_kernel(const char* exercise, int64_t input_elements, Tensor<flo
     g_last_kernel =
         "'" + g_last_kernel + "', launched at " + note.launched_at + " (where it was launched, not the faulty line)";
   const uint64_t floor = sizeof(float) * uint64_t(input_elements);
-  const uint64_t budget = floor + sizeof(float) * uint64_t(out.size());
+  const uint64_t budget = floor + sizeof(float) * uint64_t(out.size() + scratch_elements);
   if (run.device_bytes_peak > budget) {
     throw std::runtime_error(std::string("exercise ") + exercise + " held " + std::to_string(run.device_bytes_peak) +
                              " bytes of device memory at its peak, over ch02.h's budget of " + std::to_string(budget) +
-                             " bytes (the given launcher's buffers: the inputs and the output) by " +
+                             " bytes (the given launcher's buffers: the inputs, the output" +
+                             (scratch_elements > 0 ? std::string(" and the partial sums") : std::string()) + ") by " +
                              std::to_string(run.device_bytes_peak - budget) + " bytes");
   }
   if (run.device_bytes_peak < floor) {
@@ -101,6 +106,25 @@ void run_student_kernel(const char* exercise, int64_t input_elements, Tensor<flo
   if (!note.shape_kept)
     throw std::runtime_error(std::string("exercise ") + exercise + ": the call changed the output's shape (expected " +
                              to_string(out.shape()) + ")");
+}
+
+void student_scale_add(const Tensor<float>& x, const Tensor<float>& row_scale, const Tensor<float>& col_bias,
+                       Tensor<float>& out) {
+  run_student_kernel("W1", x.size() + row_scale.size() + col_bias.size(), out,
+                     [&](Tensor<float>& o) { sim::student::scale_add_2d(x, row_scale, col_bias, o); });
+}
+
+// W2's launcher holds one partial sum per block of its first pass: at most 32.
+constexpr int64_t kVectorSumPartials = 32;
+
+void student_vector_sum(const Tensor<float>& x, Tensor<float>& sum, int threads_per_block) {
+  run_student_kernel(
+      "W2", x.size(), sum, [&](Tensor<float>& o) { sim::student::vector_sum(x, o, threads_per_block); },
+      kVectorSumPartials);
+}
+
+void student_transpose(const Tensor<float>& in, Tensor<float>& out) {
+  run_student_kernel("W3", in.size(), out, [&](Tensor<float>& o) { sim::student::transpose_tiled(in, o); });
 }
 
 void student_scores(const Tensor<float>& q, const Tensor<float>& k, bool causal, Tensor<float>& scores) {
@@ -124,6 +148,70 @@ void student_gemm(const Tensor<float>& a, const Tensor<float>& b, Tensor<float>&
     return result;
   return ::testing::AssertionFailure() << result.message() << "\n  (the last kernel your code launched, in its "
                                        << "sandboxed process: " << g_last_kernel << ")";
+}
+
+// ---- W1 scale_add_2d: a 2-D grid-stride loop ----
+
+void expect_scale_add(const std::vector<MatrixCase>& cases) {
+  expect_all(cases, [](const MatrixCase& c) { return noted(testing::scale_add_matches_oracle(student_scale_add, c)); });
+}
+
+TEST(Ch02WarmupScaleAdd, OddShapes) {
+  // rows ∈ {1, 7, 8, 33, 70} × cols ∈ {1, 31, 32, 33, 129, 300}, then two shapes drawn fresh.
+  std::vector<MatrixCase> cases = testing::odd_matrix_cases();
+  testing::SeededRng rng;
+  for (int i = 0; i < 2; ++i) cases.push_back({rng.integer(1, 90), rng.integer(1, 400)});
+  expect_scale_add(cases);
+}
+
+TEST(Ch02WarmupScaleAdd, LargerThanTheGrid) {
+  // The grid is capped at 4 × 4 blocks of 32 × 8 threads (128 columns, 32 rows): here every
+  // thread strides over several rows and columns.
+  expect_scale_add({{100, 513}, {257, 129}, {33, 1000}});
+}
+
+// ---- W2 vector_sum: a shared-memory tree and a warp-shuffle finish ----
+
+void expect_vector_sum(const std::vector<SumCase>& cases) {
+  expect_all(cases, [](const SumCase& c) { return noted(testing::vector_sum_matches_oracle(student_vector_sum, c)); });
+}
+
+TEST(Ch02WarmupVectorSum, Lengths) {
+  // Shorter than a warp, around a warp and a block, and longer than 32 blocks (grid-strided);
+  // then a length drawn fresh.
+  std::vector<SumCase> cases;
+  for (int64_t n : {1, 2, 31, 33, 255, 256, 257, 1000, 8193, 100003}) cases.push_back({n, 256});
+  testing::SeededRng rng;
+  cases.push_back({rng.integer(1, 50000), 256});
+  expect_vector_sum(cases);
+}
+
+TEST(Ch02WarmupVectorSum, BlockSizes) {
+  // One warp (no tree step), two warps (one step), … 32 warps (five steps); then one drawn fresh.
+  std::vector<SumCase> cases;
+  for (int threads : {32, 64, 128, 512, 1024})
+    for (int64_t n : {97, 5000}) cases.push_back({n, threads});
+  testing::SeededRng rng;
+  cases.push_back({rng.integer(1, 20000), 32 << rng.integer(0, 5)});
+  expect_vector_sum(cases);
+}
+
+// ---- W3 transpose_tiled: a padded shared-memory tile ----
+
+void expect_transpose(const std::vector<MatrixCase>& cases) {
+  expect_all(cases, [](const MatrixCase& c) { return noted(testing::transpose_matches_oracle(student_transpose, c)); });
+}
+
+TEST(Ch02WarmupTranspose, OddShapes) {
+  // The same 30 shapes as W1 (edges of partial 32 × 32 tiles), then two drawn fresh.
+  std::vector<MatrixCase> cases = testing::odd_matrix_cases();
+  testing::SeededRng rng;
+  for (int i = 0; i < 2; ++i) cases.push_back({rng.integer(1, 100), rng.integer(1, 100)});
+  expect_transpose(cases);
+}
+
+TEST(Ch02WarmupTranspose, SquareAndTall) {
+  expect_transpose({{32, 32}, {64, 96}, {97, 3}, {3, 97}, {128, 1}});
 }
 
 // ---- 2.1 attention_scores: one thread per score ----
