@@ -58,6 +58,12 @@ std::vector<FormatFloor> other_formats(const Workload& workload) {
   return rows;
 }
 
+// A parameter count: "6.738 B" from a billion up, "134.5 M" below.
+std::string parameters(int64_t count) {
+  const double n = static_cast<double>(count);
+  return n >= 1e9 ? format_number(n / 1e9) + " B" : format_number(n / 1e6) + " M";
+}
+
 int64_t kv_element_size(KvFormat kv) {
   return kv == KvFormat::fp32 ? 4 : kv == KvFormat::fp16 || kv == KvFormat::bf16 ? 2 : 1;
 }
@@ -135,7 +141,7 @@ void print_report(std::ostream& out, const Analysis& a) {
   out << "\n";
 
   out << "Model   " << m.name << ": " << m.describe() << "\n"
-      << "        " << format_number(static_cast<double>(m.total_params()) / 1e9) << " B parameters ("
+      << "        " << parameters(m.total_params()) << " parameters ("
       << format_count(static_cast<double>(m.total_params())) << "); weights " << format_si(a.weights.held, "B")
       << " held, " << format_si(a.weights.streamed, "B") << " read per forward pass\n"
       << "        (";
@@ -315,14 +321,15 @@ std::string to_json(const Analysis& a) {
 }
 
 void print_catalog(std::ostream& out) {
-  out << "Models (--model; or a custom shape: --hidden --layers --heads [--kv-heads] [--ffn] [--vocab])\n";
+  out << "Models (--model; or a custom shape: --hidden --layers --heads [--kv-heads] [--head-dim] [--ffn] [--vocab] "
+         "[--tied-embeddings])\n";
   out << "  " << std::left << std::setw(13) << "key" << std::setw(14) << "parameters" << std::setw(16)
       << "KV/token/layer"
       << "shape\n";
   for (const ModelShape& m : builtin_models()) {
     const KvCacheSize kv = kv_cache_size(m, KvFormat::fp16, 1, 1);
     out << "  " << std::left << std::setw(13) << m.key << std::setw(14)
-        << (format_number(static_cast<double>(m.total_params()) / 1e9) + " B") << std::setw(16)
+        << parameters(m.total_params()) << std::setw(16)
         << format_binary_bytes(static_cast<double>(kv.bytes_per_token_per_layer)) << m.describe() << "\n";
   }
   out << "\nDevices (--device; dense peaks, no sparsity)\n";

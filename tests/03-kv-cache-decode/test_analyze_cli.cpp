@@ -124,7 +124,7 @@ TEST(AnalyzeCli, ContextInKAndCustomShapeAndDevice) {
   EXPECT_TRUE(contains(smol.output, "\"tied_embeddings\": true")) << smol.output;
   const Result preset = run("analyze --model smollm2-135m --weights fp32 --kv fp32 --bandwidth 20 --peak 0.08");
   ASSERT_EQ(preset.exit_code, 0) << preset.output;
-  EXPECT_TRUE(contains(preset.output, "134,515,008")) << preset.output;
+  EXPECT_TRUE(contains(preset.output, "134.5 M parameters (134,515,008)")) << preset.output;
   EXPECT_TRUE(contains(preset.output, "custom device")) << preset.output;
   // Custom device: decode floor of LLaMA-7B batch 1 at 400 GB/s = 400e9 / (13,214,687,232 + 2049 x
   // 524,288) B = 27.99 tokens/s.
