@@ -199,8 +199,9 @@ struct DefinedFp8Scales {
 }
 
 ::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
-                                                    const Int8Case& c, Int8Errors* errors) {
-  SeededRng rng;
+                                                    const Int8Case& c, Int8Errors* errors,
+                                                    std::optional<uint64_t> seed) {
+  SeededRng rng(seed.value_or(Rng::fresh_seed()));
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
   const ReplayKv data(rng, c);
   KvCache fp8_cache(data.cache_shape(), KvFormat::fp8());
@@ -216,7 +217,7 @@ struct DefinedFp8Scales {
     const ::testing::AssertionResult stored = elements_within_defined_bound(
         fp8_cache, fp32_cache, defined, c.name() + " step " + std::to_string(step), rng.seed());
     if (!stored) return stored;
-    const Tensor<float> q = rng.normal_tensor({B, H, d});
+    const Tensor<float> q = replay_queries(rng.seed(), c, std::max<int64_t>(c.steps, 1) - step);
     Tensor<float> out(q.shape());
     out.poison();
     decode(q, fp8_cache, out);

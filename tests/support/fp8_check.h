@@ -55,8 +55,11 @@ float defined_fp8_scale(float max_abs);
 /// (c) within fp8_kv_output_bound — per (sequence, head), from the defined scales — of
 /// decode_reference over the fp32 data. @p errors receives the measured errors of the last step
 /// (relative error, max |err|, softmax KL, each head's max |err| beside its own bound).
+/// @p seed (when given) draws the data from that seed, as int8_decode_within_budget() does: one
+/// seed gives the FP8 and the INT8 checks the same K, V and last-step queries.
 ::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
-                                                    const Int8Case& c, Int8Errors* errors = nullptr);
+                                                    const Int8Case& c, Int8Errors* errors = nullptr,
+                                                    std::optional<uint64_t> seed = std::nullopt);
 
 /// fp8_decode_within_budget() with the CPU append (KvCache::append).
 ::testing::AssertionResult fp8_decode_within_budget(const DecodeFn& decode, const Int8Case& c,

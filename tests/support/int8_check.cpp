@@ -153,8 +153,9 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
 }
 
 ::testing::AssertionResult int8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
-                                                     const Int8Case& c, Int8Errors* errors) {
-  SeededRng rng;
+                                                     const Int8Case& c, Int8Errors* errors,
+                                                     std::optional<uint64_t> seed) {
+  SeededRng rng(seed.value_or(Rng::fresh_seed()));
   const int64_t B = int64_t(c.lengths.size()), G = c.num_kv_heads, d = c.head_dim, H = c.num_heads;
   const ReplayKv data(rng, c);
   const KvFormat format = KvFormat::int8(c.key_scaling, c.scale_dtype);
@@ -201,8 +202,7 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length) {
              << expected_saturated << " values lie outside ±127.5 defined steps of their group\n  "
              << seed_note(rng.seed());
 
-    Tensor<float> q({B, H, d});
-    for (int64_t i = 0; i < q.size(); ++i) q[i] = rng.normal();
+    const Tensor<float> q = replay_queries(rng.seed(), c, c.steps - step);
     Tensor<float> out(q.shape()), out_ch03(q.shape());
     std::fill(out.data(), out.data() + out.size(), std::numeric_limits<float>::quiet_NaN());
     decode(q, int8_cache, out);

@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -106,8 +107,13 @@ std::vector<Int8Case> int8_decode_cases(int64_t max_length = 129);
 /// saturations over the finite outputs; the first few outputs that fail (b) or (c), each against
 /// its bound, and how many more; and the seed. @p errors (when given) receives the
 /// errors of the last step, each head's beside its own bound.
+/// @p seed (when given) draws the data from that seed instead of a fresh one: K and V depend
+/// only on the seed and the lengths, the last step's queries only on the seed
+/// (replay_queries), so calls with one seed compare schemes (per-token or per-channel K, fp32 or
+/// fp16 scales, steps appended past the prompt, FP8) on one dataset.
 ::testing::AssertionResult int8_decode_within_budget(const DecodeFn& decode, const KvAppendFn& append,
-                                                     const Int8Case& c, Int8Errors* errors = nullptr);
+                                                     const Int8Case& c, Int8Errors* errors = nullptr,
+                                                     std::optional<uint64_t> seed = std::nullopt);
 
 /// Quantizes values in and beyond ±127·scale with @p quantize and compares each with
 /// clamp(round(x / scale), −127, 127): fails on wrap-around (e.g. 128 → −128).

@@ -56,6 +56,11 @@ std::pair<Tensor<float>, Tensor<float>> ReplayKv::token(int64_t step) const {
   return {std::move(k_new), std::move(v_new)};
 }
 
+Tensor<float> replay_queries(uint64_t seed, const Int8Case& c, int64_t decodes_left) {
+  Rng rng(seed ^ (0x9E3779B97F4A7C15ull * uint64_t(decodes_left + 1)));
+  return rng.normal_tensor({int64_t(c.lengths.size()), c.num_heads, c.head_dim});
+}
+
 double softmax_kl(const std::vector<double>& s, const std::vector<double>& s_hat) {
   const double m = *std::max_element(s.begin(), s.end()), m_hat = *std::max_element(s_hat.begin(), s_hat.end());
   double z = 0.0, z_hat = 0.0, kl = 0.0;

@@ -53,6 +53,12 @@ class ReplayKv {
   std::vector<Tensor<float>> k_, v_;
 };
 
+/// The queries [batch, num_heads, head_dim] of one decode step of a replay of @p c drawn from
+/// @p seed: a function of the seed and of @p decodes_left (the decode steps still to come after
+/// this one) only, so the last step's queries are the same whatever c.steps, c.key_scaling or the
+/// cache format — checks replaying one seed compare schemes on one dataset, queries included.
+Tensor<float> replay_queries(uint64_t seed, const Int8Case& c, int64_t decodes_left);
+
 /// KL(p ‖ p̂) of p = softmax(@p s) and p̂ = softmax(@p s_hat) (max subtracted), in double.
 double softmax_kl(const std::vector<double>& s, const std::vector<double>& s_hat);
 

@@ -15,9 +15,10 @@ std::string seed_note(uint64_t seed) {
   return "seed " + std::to_string(seed) + " (" + replay_hint(seed) + ")";
 }
 
-SeededRng::SeededRng()
-    : Rng(Rng::fresh_seed()),
-      trace_(__FILE__, __LINE__, "random data seed " + std::to_string(seed()) +
-                                     " (" + replay_hint(seed()) + ")") {}
+SeededRng::SeededRng() : SeededRng(Rng::fresh_seed()) {}
+
+SeededRng::SeededRng(uint64_t seed)
+    : Rng(seed),
+      trace_(__FILE__, __LINE__, "random data seed " + std::to_string(seed) + " (" + replay_hint(seed) + ")") {}
 
 }  // namespace inferlab::testing

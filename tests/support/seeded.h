@@ -24,6 +24,8 @@ std::string seed_note(uint64_t seed);
 class SeededRng : public Rng {
  public:
   SeededRng();
+  /// A generator started from @p seed (several checks replaying one dataset), traced the same way.
+  explicit SeededRng(uint64_t seed);
 
  private:
   ::testing::ScopedTrace trace_;
