@@ -264,14 +264,19 @@ void shared_access(Worker& w, Lane& lane, Cell* cells, bool dynamic, uintptr_t o
 
 const Allocation* device_allocation(CheckState& s, uintptr_t a, size_t n) {
   const uint64_t generation = heap_generation.load(std::memory_order_acquire);
-  if (s.cached != nullptr && s.cached_generation == generation) {
-    const auto* cached = static_cast<const Allocation*>(s.cached);
-    if (cached->contains(a, n)) return cached;
+  if (s.cached_generation == generation) {
+    for (const void* entry : s.cached) {
+      const auto* cached = static_cast<const Allocation*>(entry);
+      if (cached != nullptr && cached->contains(a, n)) return cached;
+    }
+  } else {
+    std::fill(std::begin(s.cached), std::end(s.cached), nullptr);
+    s.cached_generation = generation;
   }
   const Allocation* found = find_allocation(a, n);
   if (found != nullptr) {
-    s.cached = found;
-    s.cached_generation = generation;
+    s.cached[s.cached_next] = found;
+    s.cached_next = (s.cached_next + 1) % CheckState::kCachedAllocations;
   }
   return found;
 }

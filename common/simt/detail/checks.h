@@ -66,7 +66,11 @@ struct CheckState {
   uint32_t interval = 0, block_first_interval = 0;
   std::vector<uint16_t> warp_syncs;
   PendingRead pending;
-  const void* cached = nullptr;  // the Allocation of the last device access (valid for cached_generation)
+  // The Allocations of recent device accesses (valid for cached_generation): a kernel reads and
+  // writes a handful of buffers, and the heap's lookup takes a lock, so each worker keeps them.
+  static constexpr unsigned kCachedAllocations = 8;
+  const void* cached[kCachedAllocations] = {};
+  unsigned cached_next = 0;  // the entry the next miss replaces (round robin)
   uint64_t cached_generation = ~uint64_t{0};
 };
 
