@@ -14,12 +14,22 @@
 //    also set as copy_pct. The GPU goal (lesson §8): ≥ 80% of it at batch ≥ 8, L ≥ 4096.
 //    Without a GPU one line on stderr says why they were skipped.
 // The sim backend is never benchmarked (the emulator proves kernels correct; its times mean
-// nothing).
+// nothing) — except its fixed cost per launch in the overhead family below.
+//  - the overhead families (lesson §5, "The third regime: overhead"): the fixed cost of one call
+//    with no work — overhead/omp_region (an empty OpenMP parallel region shaped like
+//    cpu/decode_simd's: fork, an `omp for` over 8 items, join), overhead/sim_launch (an empty
+//    1-block kernel through the SIMT emulator) — and overhead_decode_fp32/{cpu/decode,
+//    cpu/decode_simd} at batch 1 over L = 1 … 16384, where the time flattens at that floor
+//    while the bytes (and so GB/s and read_pct) keep shrinking. floor_x = time / the empty
+//    region's median time, measured once at start-up. These families report the MEDIAN call
+//    (median_us; GB/s and read_pct from it) and the fastest (best_us), not the mean: a call of a
+//    few µs preempted on a shared machine takes milliseconds.
 //
-//   ./inferlab bench ch03                                        the whole sweep (~1.5 min on 2 cores)
+//   ./inferlab bench ch03                                        the whole sweep (~3 min on 2 cores)
 //   ./inferlab bench ch03 --benchmark_filter=decode_simd         the SIMD version only
 //   ./inferlab bench ch03 --benchmark_filter='L:32768/batch:16'  side by side at one size
 //   ./inferlab bench ch03 --benchmark_out=build/ch03.json --benchmark_out_format=json
+//   ./inferlab bench ch03 --benchmark_filter=overhead --benchmark_repetitions=5    the third regime
 // (or build/default/chapters/bench_ch03 with the same flags). On a shared machine compare the
 // best_GB/s columns, or add --benchmark_repetitions=5.
 //
@@ -30,18 +40,23 @@
 // cache_x_llc. Memory: the largest point allocates 4 GiB (one cache at a time).
 #include <benchmark/benchmark.h>
 
+#include <omp.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "chapters/bench_calls.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/timing/cuda_timing.h"
 #include "kernels/registry.h"
+#include "simt/simt.h"
 
 namespace {
 
@@ -78,6 +93,112 @@ void add_sweep(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"L", "batch"})->UseManualTime()->Unit(benchmark::kMillisecond);
   for (const int64_t L : {512, 2048, 8192, 32768})
     for (const int64_t batch : {1, 4, 16}) bench->Args({L, batch});
+}
+
+// ---- overhead: the fixed cost of a call that does (almost) nothing ----
+
+// What cpu/decode_simd does around its work: an OpenMP parallel region (wake the team, join it)
+// whose `omp for schedule(dynamic, 1)` hands out @p items (batch × KV heads) — here with no work.
+void empty_omp_region(int64_t items) {
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) benchmark::DoNotOptimize(item);
+  }
+}
+
+// The median time of one empty_omp_region(kKvHeads), measured once (the floor_x unit).
+double omp_floor_seconds() {
+  static const double floor = [] {
+    empty_omp_region(kKvHeads);  // the team is created on the first region
+    std::vector<double> times(2001);
+    for (double& t : times) {
+      const auto start = std::chrono::steady_clock::now();
+      empty_omp_region(kKvHeads);
+      t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    return times[times.size() / 2];
+  }();
+  return floor;
+}
+
+// Like bench::time_calls (one untimed call, then one timed call per iteration), but returns the
+// MEDIAN call as mean_seconds, and the fastest as best_seconds: a call of a few microseconds that
+// is preempted on a shared machine takes a thousand times longer, and the mean would measure the
+// preemption, not the call.
+bench::CallTiming time_calls_median(benchmark::State& state, const std::function<void()>& call) {
+  call();
+  std::vector<double> times;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(seconds);
+    times.push_back(seconds);
+  }
+  if (times.empty()) return {};
+  std::sort(times.begin(), times.end());
+  return {times[times.size() / 2], times.front()};
+}
+
+// The median and best call in microseconds, as counters.
+void set_call_counters(benchmark::State& state, const bench::CallTiming& timing) {
+  state.counters["median_us"] = timing.mean_seconds * 1e6;
+  state.counters["best_us"] = timing.best_seconds * 1e6;
+}
+
+void BM_OverheadOmpRegion(benchmark::State& state) {
+  set_call_counters(state, time_calls_median(state, [] { empty_omp_region(kKvHeads); }));
+  state.counters["threads"] = omp_get_max_threads();
+  state.SetLabel("empty OpenMP region, omp for over 8 items");
+}
+
+// An empty kernel: what one launch costs the emulator with no work (its per-launch set-up, one
+// block of one warp of fibers, the checks' bookkeeping).
+__global__ void overhead_empty_kernel(int) {}
+
+void BM_OverheadSimLaunch(benchmark::State& state) {
+  set_call_counters(state, time_calls_median(state, [&] {
+    if (simt::launch(overhead_empty_kernel, 1, 32, 0, nullptr, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+      state.SkipWithError("launch failed");
+  }));
+  state.SetLabel("empty kernel, 1 block of 32 threads, SIMT emulator (checks on)");
+}
+
+// One decode step at batch 1, 8 heads, d = 128, over a tiny to large L: bytes fall with L, the
+// time stops falling at the fixed cost. As bench::time_decode, but GB/s, read_pct and floor_x
+// come from the median call (time_calls_median).
+void BM_DecodeOverhead(benchmark::State& state, const DecodeVersion* version) {
+  const int64_t L = state.range(0);
+  const KvCacheShape shape{1, kKvHeads, L, kHeadDim};
+  Rng rng(Rng::fresh_seed());
+  const KvCache cache = random_full_cache(shape, version->input, rng);
+  const Tensor<float> q = rng.normal_tensor({1, kHeads, kHeadDim});
+  Tensor<float> out(q.shape());
+  const bench::CallTiming timing = time_calls_median(state, [&] { version->run(q, cache, out); });
+  bench::set_decode_counters(state, decode_step_cost(cache, kHeads), timing,
+                             bench::kv_cache_bytes(shape, version->input));
+  set_call_counters(state, timing);
+  state.counters["floor_x"] = timing.mean_seconds / omp_floor_seconds();
+  state.SetLabel(version->name + " " + std::string(to_string(version->input)));
+}
+
+void register_overhead_benchmarks() {
+  benchmark::AddCustomContext("overhead_omp_floor_us", bench::context_number(omp_floor_seconds() * 1e6));
+  benchmark::RegisterBenchmark("overhead/omp_region", BM_OverheadOmpRegion)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("overhead/sim_launch", BM_OverheadSimLaunch)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  for (const DecodeVersion& version : decode_versions()) {
+    if (version.backend != Backend::cpu || version.chapter != 3 || version.input != KvDtype::fp32) continue;
+    auto* bench = benchmark::RegisterBenchmark(("overhead_decode_fp32/" + version.name).c_str(), BM_DecodeOverhead,
+                                               &version);
+    bench->ArgName("L")->UseManualTime()->Unit(benchmark::kMicrosecond);
+    for (const int64_t L : {1, 4, 16, 64, 256, 1024, 4096, 16384}) bench->Arg(L);
+  }
 }
 
 #if INFERLAB_WITH_CUDA
@@ -138,6 +259,7 @@ void register_benchmarks() {
           ->Args({kLongContext, batch_for_8x_llc(version.input)});
     }
   }
+  register_overhead_benchmarks();
   std::string skipped = backend_unavailable_reason(Backend::cuda);
 #if INFERLAB_WITH_CUDA
   if (skipped.empty()) skipped = register_gpu_benchmarks();
