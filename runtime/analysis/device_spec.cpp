@@ -35,8 +35,8 @@ DeviceSpec device_from_roofline(const Roofline& roofline, const std::string& sou
   device.fp32_gflops = roofline.peak_gflops;
   std::ostringstream note;
   note << "measured fp32 FMA peak of the CPU (" << roofline.threads << " threads, " << roofline.simd
-       << "); STREAM triad bandwidth for prefill and the ridge point, read bandwidth "
-       << format_number(device.read_gbs) << " GB/s for decode";
+       << "); STREAM triad bandwidth for prefill and the ridge point, read bandwidth " << format_number(device.read_gbs)
+       << " GB/s for decode";
   if (roofline.runs > 1) note << "; medians of " << roofline.runs << " runs";
   device.peak_note = note.str();
   device.source = source + (roofline.measured_at.empty() ? "" : ", measured " + roofline.measured_at);

@@ -111,7 +111,8 @@ WeightBytes weight_bytes(const ModelShape& model, WeightFormat format) {
   bytes.kept_16bit = unquantized * static_cast<double>(model.lm_head_params() + model.norm_params());
   bytes.streamed = bytes.quantized + bytes.kept_16bit;
   // A tied head is the embedding table: already counted in the streamed bytes.
-  bytes.held = bytes.streamed + (model.tied_embeddings ? 0.0 : unquantized * static_cast<double>(model.embedding_params()));
+  bytes.held =
+      bytes.streamed + (model.tied_embeddings ? 0.0 : unquantized * static_cast<double>(model.embedding_params()));
   return bytes;
 }
 
@@ -192,9 +193,11 @@ Analysis analyze(const Workload& workload) {
     }
   }
   if (workload.weights == WeightFormat::fp8 && dev.fp8_gflops <= 0) {
-    a.warnings.push_back(dev.name + " has no FP8 math: fp8 weights are stored in 1 byte and dequantized to 16-bit, so "
-                         "the compute roof is the " + (dev.measured ? std::string("fp32 ") : std::string("16-bit ")) +
-                         "peak, " + format_si(dev.peak_gflops * 1e9, "FLOP/s"));
+    a.warnings.push_back(dev.name +
+                         " has no FP8 math: fp8 weights are stored in 1 byte and dequantized to 16-bit, so "
+                         "the compute roof is the " +
+                         (dev.measured ? std::string("fp32 ") : std::string("16-bit ")) + "peak, " +
+                         format_si(dev.peak_gflops * 1e9, "FLOP/s"));
   }
   if (workload.weights == WeightFormat::fp32 && !dev.measured && dev.fp32_gflops <= 0) {
     a.warnings.push_back(dev.name + ": no fp32 peak known; fp32 weights are given the device's peak, " +
@@ -204,7 +207,8 @@ Analysis analyze(const Workload& workload) {
   a.assumptions = {
       "a forward pass streams every weight once (blocks, norms, LM head); an untied embedding table is a lookup",
       std::string("quantized weights (int8, int4, fp8) apply to the blocks' linear layers; embedding, LM head and "
-                  "norms stay ") + (workload.weights == WeightFormat::fp32 ? "fp32" : "16-bit"),
+                  "norms stay ") +
+          (workload.weights == WeightFormat::fp32 ? "fp32" : "16-bit"),
       "prefill: a fused causal attention kernel (skipping masked tiles), logits of the last position only",
       "decode step: weights once for the whole batch, every cached token's K and V read, the new ones written",
       "left out: activations between layers, elementwise FLOPs (norms, RoPE, SwiGLU), sampling, the runtime's memory",

@@ -23,16 +23,16 @@ namespace inferlab::analysis {
 
 /// The shape of a llama-style decoder-only transformer.
 struct ModelShape {
-  std::string name = "custom";  ///< display name, e.g. "LLaMA-7B"
-  std::string key = "custom";   ///< the name `--model` accepts, e.g. "llama-7b"
-  int64_t hidden_size = 0;      ///< H, the residual-stream width (usually num_heads · head_dim)
-  int64_t num_layers = 0;       ///< transformer blocks
-  int64_t num_heads = 0;        ///< query heads
-  int64_t num_kv_heads = 0;     ///< key/value heads (= num_heads for MHA, fewer for GQA)
-  int64_t ffn_size = 0;         ///< F, the MLP's inner width (SwiGLU: three H × F matrices)
-  int64_t vocab_size = 0;       ///< tokens in the vocabulary (embedding and LM-head rows)
-  int64_t head_dim_size = 0;    ///< d when set (> 0); 0: hidden_size / num_heads
-  bool tied_embeddings = false; ///< the LM head is the embedding table (one vocab × H matrix)
+  std::string name = "custom";   ///< display name, e.g. "LLaMA-7B"
+  std::string key = "custom";    ///< the name `--model` accepts, e.g. "llama-7b"
+  int64_t hidden_size = 0;       ///< H, the residual-stream width (usually num_heads · head_dim)
+  int64_t num_layers = 0;        ///< transformer blocks
+  int64_t num_heads = 0;         ///< query heads
+  int64_t num_kv_heads = 0;      ///< key/value heads (= num_heads for MHA, fewer for GQA)
+  int64_t ffn_size = 0;          ///< F, the MLP's inner width (SwiGLU: three H × F matrices)
+  int64_t vocab_size = 0;        ///< tokens in the vocabulary (embedding and LM-head rows)
+  int64_t head_dim_size = 0;     ///< d when set (> 0); 0: hidden_size / num_heads
+  bool tied_embeddings = false;  ///< the LM head is the embedding table (one vocab × H matrix)
 
   /// d: head_dim_size when set, else hidden_size / num_heads.
   int64_t head_dim() const { return head_dim_size > 0 ? head_dim_size : hidden_size / num_heads; }

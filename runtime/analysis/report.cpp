@@ -68,7 +68,6 @@ int64_t kv_element_size(KvFormat kv) {
   return kv == KvFormat::fp32 ? 4 : kv == KvFormat::fp16 || kv == KvFormat::bf16 ? 2 : 1;
 }
 
-
 std::string json_string(const std::string& text) {
   std::string quoted = "\"";
   for (char c : text) {
@@ -117,7 +116,8 @@ void print_capacity(std::ostream& out, const KvCapacity& c) {
   std::ostringstream times;
   if (c.contiguous.sequences_fit > 0) {
     times << " (x"
-          << format_number(static_cast<double>(c.paged.sequences_fit) / static_cast<double>(c.contiguous.sequences_fit), 3)
+          << format_number(static_cast<double>(c.paged.sequences_fit) / static_cast<double>(c.contiguous.sequences_fit),
+                           3)
           << ")";
   }
   line("paged, " + std::to_string(c.paged.waste.block_size) + "-token blocks", c.paged, times.str());
@@ -147,7 +147,8 @@ void print_report(std::ostream& out, const Analysis& a) {
       << "        (";
   const double unquantized = w.weights == WeightFormat::fp32 ? 4.0 : 2.0;
   if (m.tied_embeddings) {
-    out << "tied embeddings: the embedding table, " << format_si(unquantized * static_cast<double>(m.embedding_params()), "B")
+    out << "tied embeddings: the embedding table, "
+        << format_si(unquantized * static_cast<double>(m.embedding_params()), "B")
         << ", is the LM head: held once, streamed as the head";
   } else {
     out << "the embedding table, " << format_si(unquantized * static_cast<double>(m.embedding_params()), "B")
@@ -171,14 +172,14 @@ void print_report(std::ostream& out, const Analysis& a) {
         << format_number(dev.decode_bandwidth_gbs()) << " GB/s (a decode step reads, it hardly writes)\n";
   }
   if (a.decode.peak_gflops != dev.peak_gflops) {
-    out << "        compute roof used for " << to_string(w.weights) << " weights: "
-        << format_si(a.decode.peak_gflops * 1e9, "FLOP/s") << "\n";
+    out << "        compute roof used for " << to_string(w.weights)
+        << " weights: " << format_si(a.decode.peak_gflops * 1e9, "FLOP/s") << "\n";
   }
 
   out << "\nKV cache (" << to_string(w.kv) << ")\n";
   std::ostringstream per_token;
-  per_token << "2 (K, V) x " << m.num_kv_heads << " KV heads x " << m.head_dim() << " x "
-            << kv_element_size(w.kv) << " B";
+  per_token << "2 (K, V) x " << m.num_kv_heads << " KV heads x " << m.head_dim() << " x " << kv_element_size(w.kv)
+            << " B";
   if (a.kv.scale_bytes_per_token_per_layer > 0) {
     per_token << " + " << a.kv.scale_bytes_per_token_per_layer << " B of fp16 scales (per token per KV head, K and V)";
   }
@@ -237,9 +238,9 @@ void print_report(std::ostream& out, const Analysis& a) {
   const double cached = static_cast<double>(w.batch * w.context);
   out << "\nDecode reads as many KV bytes as weight bytes at batch x context = "
       << format_count(a.kv_equals_weights_tokens) << " cached tokens, i.e. at batch "
-      << format_number(a.kv_equals_weights_batch, 3) << " at context " << w.context << " (here "
-      << format_count(cached) << ": the " << (cached < a.kv_equals_weights_tokens ? "weights" : "KV cache")
-      << " dominate" << (cached < a.kv_equals_weights_tokens ? "" : "s") << ").\n";
+      << format_number(a.kv_equals_weights_batch, 3) << " at context " << w.context << " (here " << format_count(cached)
+      << ": the " << (cached < a.kv_equals_weights_tokens ? "weights" : "KV cache") << " dominate"
+      << (cached < a.kv_equals_weights_tokens ? "" : "s") << ").\n";
   const double base = d.tokens_per_second();
   out << "Decode floor with other formats (same batch and context):\n";
   for (const FormatFloor& f : other_formats(w)) {
@@ -328,8 +329,7 @@ void print_catalog(std::ostream& out) {
       << "shape\n";
   for (const ModelShape& m : builtin_models()) {
     const KvCacheSize kv = kv_cache_size(m, KvFormat::fp16, 1, 1);
-    out << "  " << std::left << std::setw(13) << m.key << std::setw(14)
-        << parameters(m.total_params()) << std::setw(16)
+    out << "  " << std::left << std::setw(13) << m.key << std::setw(14) << parameters(m.total_params()) << std::setw(16)
         << format_binary_bytes(static_cast<double>(kv.bytes_per_token_per_layer)) << m.describe() << "\n";
   }
   out << "\nDevices (--device; dense peaks, no sparsity)\n";
@@ -357,10 +357,10 @@ std::string catalog_json() {
     out << (first ? "\n  " : ",\n  ") << "{\"key\": " << json_string(m.key) << ", \"name\": " << json_string(m.name)
         << ", \"hidden_size\": " << m.hidden_size << ", \"num_layers\": " << m.num_layers
         << ", \"num_heads\": " << m.num_heads << ", \"num_kv_heads\": " << m.num_kv_heads
-        << ", \"head_dim\": " << m.head_dim() << ", \"ffn_size\": " << m.ffn_size << ", \"vocab_size\": " << m.vocab_size
-        << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false") << ", \"params\": " << m.total_params()
-        << ", \"kv_bytes_per_token_per_layer_fp16\": " << kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer
-        << "}";
+        << ", \"head_dim\": " << m.head_dim() << ", \"ffn_size\": " << m.ffn_size
+        << ", \"vocab_size\": " << m.vocab_size << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false")
+        << ", \"params\": " << m.total_params() << ", \"kv_bytes_per_token_per_layer_fp16\": "
+        << kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer << "}";
     first = false;
   }
   out << "],\n \"devices\": [";

@@ -23,7 +23,8 @@ namespace inferlab::cli {
 
 namespace {
 
-const char* kAnalyzeUsage = R"usage(usage: inferlab analyze [options]               the report (text, or JSON with --json)
+const char* kAnalyzeUsage =
+    R"usage(usage: inferlab analyze [options]               the report (text, or JSON with --json)
        inferlab analyze --list [--json]          the built-in models, devices and formats
        inferlab analyze --audit [--markdown]     the source article's figures, audited
        inferlab analyze --kv-waste [options]     chapter 06's KV-memory table
@@ -86,8 +87,9 @@ analysis::DeviceSpec device_from(const Args& args) {
   if (!args.has("device") && (args.has("bandwidth") || args.has("peak"))) {
     for (const char* flag : {"bandwidth", "peak"}) {
       if (!args.has(flag)) {
-        throw std::invalid_argument(std::string("option --") + flag +
-                                    ": is required for a custom device (--bandwidth GB/s --peak TFLOP/s [--memory GiB])");
+        throw std::invalid_argument(
+            std::string("option --") + flag +
+            ": is required for a custom device (--bandwidth GB/s --peak TFLOP/s [--memory GiB])");
       }
     }
     return analysis::custom_device(*args.real("bandwidth"), *args.real("peak"), args.real("memory").value_or(0.0));
@@ -95,10 +97,9 @@ analysis::DeviceSpec device_from(const Args& args) {
   analysis::DeviceSpec device = analysis::find_device(args.get_or("device", "a100-40"), args.get_or("roofline", ""));
   if (ceilings) {
     // The given ceilings replace the device's: validated as a custom device's are.
-    const analysis::DeviceSpec given =
-        analysis::custom_device(args.real("bandwidth").value_or(device.bandwidth_gbs),
-                                args.real("peak").value_or(device.peak_gflops / 1e3),
-                                args.real("memory").value_or(device.memory_gb * 1e9 / (1024.0 * 1024.0 * 1024.0)));
+    const analysis::DeviceSpec given = analysis::custom_device(
+        args.real("bandwidth").value_or(device.bandwidth_gbs), args.real("peak").value_or(device.peak_gflops / 1e3),
+        args.real("memory").value_or(device.memory_gb * 1e9 / (1024.0 * 1024.0 * 1024.0)));
     if (args.has("bandwidth")) {
       device.bandwidth_gbs = given.bandwidth_gbs;
       device.read_gbs = 0;  // the given bandwidth is the one decode streams at too
@@ -193,10 +194,11 @@ int analyze(const std::vector<std::string>& argv) {
     std::cout << kAnalyzeUsage;
     return 0;
   }
-  args.check_known({"model", "device", "batch", "context", "prompt", "weights", "kv", "hidden", "layers", "heads",
-                    "kv-heads", "head-dim", "ffn", "vocab", "tied-embeddings", "bandwidth", "peak", "memory",
-                    "roofline", "list", "json", "audit", "markdown", "kv-waste", "kv-budget-gib", "lengths", "requests",
-                    "seed", "system-prompt"});
+  args.check_known({"model",           "device",    "batch",    "context",       "prompt",   "weights",  "kv",
+                    "hidden",          "layers",    "heads",    "kv-heads",      "head-dim", "ffn",      "vocab",
+                    "tied-embeddings", "bandwidth", "peak",     "memory",        "roofline", "list",     "json",
+                    "audit",           "markdown",  "kv-waste", "kv-budget-gib", "lengths",  "requests", "seed",
+                    "system-prompt"});
   if (args.has("list")) {
     if (args.has("json")) {
       std::cout << analysis::catalog_json();

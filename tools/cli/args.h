@@ -46,8 +46,8 @@ class Args {
 
  private:
   std::map<std::string, std::string> values_;
-  std::vector<std::string> stray_;           // arguments that are not --options
-  std::set<std::string> missing_value_;      // options that take a value but were given none
+  std::vector<std::string> stray_;       // arguments that are not --options
+  std::set<std::string> missing_value_;  // options that take a value but were given none
   bool help_ = false;
 };
 

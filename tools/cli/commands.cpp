@@ -24,7 +24,8 @@ const char* kTourUsage = R"(usage: inferlab tour [--quick]
   --quick                 smaller shapes and fewer repetitions (a minute instead of several)
 )";
 
-const char* kRooflineUsage = R"(usage: inferlab roofline [--runs N] [--seconds S] [--working-set-mib M] [--threads N] [--out FILE]
+const char* kRooflineUsage =
+    R"(usage: inferlab roofline [--runs N] [--seconds S] [--working-set-mib M] [--threads N] [--out FILE]
 
   Measures this machine's ceilings: fp32 FMA peak (every SIMD ISA the CPU has), streaming read
   bandwidth and STREAM triad bandwidth, each the best of repeated passes; the whole measurement
@@ -38,7 +39,8 @@ const char* kRooflineUsage = R"(usage: inferlab roofline [--runs N] [--seconds S
   --out FILE              where to save (default: $INFERLAB_ROOFLINE or build/roofline.json)
 )";
 
-const char* kAttentionUsage = R"(usage: inferlab attention --q Q.npy --k K.npy --v V.npy --out O.npy [--causal] [--version NAME]
+const char* kAttentionUsage =
+    R"(usage: inferlab attention --q Q.npy --k K.npy --v V.npy --out O.npy [--causal] [--version NAME]
                           [--backend cpu|sim|cuda]
 
   Prefill attention of a registered version on .npy data: Q [heads, L, d]; K, V [kv_heads, L, d]
@@ -197,7 +199,8 @@ int roofline(const std::vector<std::string>& argv) {
             << "  fp32 FMA peak:  " << r.peak_gflops << " GFLOP/s (" << r.threads << " threads, " << r.simd << ")" << of
             << "\n"
             << "  read bandwidth: " << r.read_gbs << " GB/s" << of << "\n"
-            << "  triad:          " << r.triad_gbs << " GB/s (working set " << r.working_set_mib << " MiB)" << of << "\n"
+            << "  triad:          " << r.triad_gbs << " GB/s (working set " << r.working_set_mib << " MiB)" << of
+            << "\n"
             << "  ridge point:    " << r.ridge_point() << " FLOP/byte (peak / triad)\n"
             << std::setprecision(2) << "  load average:   " << r.load_average << " (highest at the start of a run; "
             << r.threads << " threads)"
@@ -254,7 +257,8 @@ int versions(const std::vector<std::string>& argv) {
     row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
   }
   std::cout << "KV-cache append versions (one entry per KV-cache dtype):\n";
-  for (const KvAppendVersion& v : kv_append_versions()) row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
+  for (const KvAppendVersion& v : kv_append_versions())
+    row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
   std::cout << "Prefill-with-cache versions of chapter 06 (a chunk attends to its cached prefix; any layout; one entry "
                "per KV-cache dtype):\n";
   for (const PrefillWithCacheVersion& v : prefill_with_cache_versions())
