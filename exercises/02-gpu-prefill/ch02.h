@@ -1,7 +1,8 @@
 #pragma once
 /// @file ch02.h
-/// Chapter 02 exercises — the contract: three CUDA kernels, the building blocks of unfused
-/// prefill attention on a GPU. Each exercise is one .cu file beside this header holding a
+/// Chapter 02 exercises — the contract: three warm-up kernels (W1–W3: indexing, a reduction, a
+/// tiled transpose), then three CUDA kernels, the building blocks of unfused prefill attention
+/// on a GPU. Each exercise is one .cu file beside this header holding a
 /// `__global__` kernel (yours to write) and its host launcher (given: it checks the shapes,
 /// copies the inputs to the device, launches your kernel with simt::launch and copies the result
 /// back). Each .cu file is compiled twice (see common/simt/simt.h): by g++ for the SIMT emulator

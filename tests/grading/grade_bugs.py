@@ -36,6 +36,7 @@ BUGS = ROOT / "tests" / "grading" / "bugs"
 # name → (chapter, the checker that must report it). The file and line come from the marker.
 EXPECTED = {
     "missing-barrier": ("02", "racecheck"),  # 2.2: block_reduce without its second __syncthreads()
+    "warmup-missing-barrier": ("02", "racecheck"),  # W2: the vector sum's tree without its barrier per step
     "off-by-one-load": ("03", "memcheck"),   # 3.2: c <= head_dim reads one float past q's cudaMalloc buffer
     "capacity-loop": ("05", "initcheck"),    # 5.3: sums kMaxSplits shared weights, not the num_splits written
 }
