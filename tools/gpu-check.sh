@@ -21,7 +21,7 @@
 #   bench_ch06  cuda/decode over a contiguous fp16 cache and paged ones (blocks 1, 8, 16, 32, 128 in
 #               scattered order), L = 8192 batch 16 and L = 32768 batch 4 (every paged_decode_gpu_ run).
 # Their JSON goes to $build/bench/<bench>.json, and tools/gpu_bench_report.py turns each into the
-# report's sections: the GPU's measured ceilings, the side-by-side tables and the issues' GPU
+# report's sections: the GPU's measured ceilings, the side-by-side tables and the GPU
 # targets (ch02: cuda/cublas ≥ 50% of SGEMM, cuda/tiled ≥ 5× cuda/naive; ch03: cuda/decode ≥ 80%
 # of the copy bandwidth; ch04: INT8 ≥ 1.7× fp16 at batch ≥ 8, L ≥ 4096; ch05: cuda/flash_tc
 # ≥ 300 TFLOP/s at L ≥ 4096 and faster than cuda/cublas at every L ≥ 1024; ch06: paged cuda/decode

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turn the GPU benchmarks' JSON (--benchmark_out of bench_ch02 … bench_ch05) into the Markdown
 that tools/gpu-check.sh puts in its report: per file, the GPU's measured ceilings, the versions
-side by side, and the issues' GPU targets (note only: they are never asserted in tests):
+side by side, and the GPU targets (note only: they are never asserted in tests):
 
   bench_ch02 (prefill/…, prefill_causal/…):
   - cuda/cublas reaches >= 50% of the GPU's measured fp32 GEMM rate at seq_len >= 2048;

@@ -1,7 +1,7 @@
 // The emulator's mechanics, measured: one fiber switch (a thread parking at __syncwarp and being
 // resumed is two switches), and one 128-thread block with 2 barriers.
 //   build/default/common/simt/bench_simt
-// Targets (issue 3): <= 50 ns per switch, <= 30 us per 128-thread block with 2 barriers.
+// Targets: <= 50 ns per switch, <= 30 us per 128-thread block with 2 barriers.
 
 #include <benchmark/benchmark.h>
 

@@ -402,7 +402,7 @@ TEST(AnalyzeAudit, CorrectsTheArticlesKvFiguresAndAttributesItsSpeedUp) {
   EXPECT_EQ(markdown.str().rfind("| § |", 0), 0u);
 }
 
-// ---- as an engineer uses it (issue 16 §2) --------------------------------------------------------
+// ---- as an engineer uses it --------------------------------------------------------------------
 
 TEST(AnalyzeEngineer, SmolLM2_135mHasTiedEmbeddingsAnd134_5MParameters) {
   // HuggingFaceTB/SmolLM2-135M: H 576, 30 layers, 9 heads of 64, 3 KV heads, FFN 1536, vocab
@@ -416,7 +416,7 @@ TEST(AnalyzeEngineer, SmolLM2_135mHasTiedEmbeddingsAnd134_5MParameters) {
   EXPECT_EQ(m.head_dim(), 64);
   EXPECT_DOUBLE_EQ(static_cast<double>(m.total_params()), expected);
   EXPECT_NEAR(expected / 1e6, 134.5, 0.05);
-  // Untied it would be 163 M: the count the issue saw before tied embeddings existed.
+  // Untied it would be 163 M: the count analyze gave before tied embeddings existed.
   ModelShape untied = m;
   untied.tied_embeddings = false;
   EXPECT_DOUBLE_EQ(static_cast<double>(untied.total_params()), expected + embedding);

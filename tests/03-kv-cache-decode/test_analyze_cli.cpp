@@ -86,7 +86,7 @@ TEST(AnalyzeCli, BadInputExitsWith2AndNamesTheArgument) {
   }
 }
 
-// ---- as an engineer uses it (issue 16 §2) --------------------------------------------------------
+// ---- as an engineer uses it --------------------------------------------------------------------
 
 TEST(AnalyzeCli, HelpListsEveryFlag) {
   const Result help = run("analyze --help");

@@ -104,7 +104,7 @@ using testing::VersionCase;
 
 // ---- cpu/flash against the float64 oracle ----
 
-// The odd shapes: every seq_len meets every head_dim, causal and not. seq_len straddles
+// Odd shapes: every seq_len meets every head_dim, causal and not. seq_len straddles
 // cpu/flash's blocks (192 query rows, 128 keys with AVX-512; 16 lanes per vector) and head_dim
 // 1 and 7 are not whole vectors; the GQA ratio cycles 1, 2, 4, 8 over the pairs.
 std::vector<AttentionCase> flash_cases() {

@@ -278,7 +278,7 @@ TEST_F(Cli, AnalyzeReportsKvCapacityAndTheWasteTable) {
 
 // Every command answers --help and -h with its own usage (exit 0, nothing run), whatever else is
 // on the line; an unknown option is reported as unknown, naming the known ones, whether or not a
-// value follows it; a known option without its value "needs a value" (issue 16).
+// value follows it; a known option without its value "needs a value".
 TEST_F(Cli, EveryCommandAnswersHelpWithItsOwnUsage) {
   for (const char* command : {"tour", "roofline", "attention", "decode", "versions", "analyze", "generate"}) {
     for (const char* flag : {"--help", "-h"}) {
