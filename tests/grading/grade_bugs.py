@@ -5,11 +5,14 @@ file:line. CI runs it.
 
   python3 tests/grading/grade_bugs.py [--build-dir DIR] [--only NAME ...] [--seed N] [--timeout S]
 
-A bug folder holds ONE modified copy of a solutions/ file; the driver completes the chapter with
-the other solution files, in a temporary student tree, so only the bug can fail. The faulty line
-carries the marker comment "BUG(<name>)", so the expected line never drifts when the file is
-edited. A bug is reported as expected when its chapter compiles and is graded, at least one test
-fails, and every test that does not pass has a reason (grade.json's "message") holding
+A bug is a file tests/grading/bugs/<name>.bug: comment lines (#), "file: <chapter-slug>/<file>"
+naming a file of solutions/, then one or more edits, each "--- solution" with the solution's
+lines followed by "+++ bug" with the lines that replace them (none: the lines are deleted). Each
+solution block must occur exactly once, so a bug stops with a clear error when the solution it
+edits changes. The driver writes the chapter's solution files with the edits applied into a
+temporary student tree, so only the bug can fail. The faulty line carries the marker comment
+"BUG(<name>)". A bug is reported as expected when its chapter compiles and is graded, at least
+one test fails, and every test that does not pass has a reason (grade.json's "message") holding
 "simt: <checker>:" and "<file>:<line>" of the marker.
 
 --build-dir: reuse a configured grade folder (CI passes build/default, so only the bug's chapter
@@ -43,39 +46,64 @@ EXPECTED = {
 
 
 class BugError(Exception):
-    """A bug folder that does not hold what the driver needs (one file, one marker)."""
+    """A bug file that does not hold what the driver needs (a solution file, edits that apply, one marker)."""
 
 
-def bug_file(name: str, chapter: str) -> tuple[Path, str]:
-    """The bug's one file and the "file:line" of its BUG(<name>) marker."""
-    folders = sorted((BUGS / name).glob(f"{chapter}-*"))
-    if len(folders) != 1 or not folders[0].is_dir():
-        raise BugError(f"tests/grading/bugs/{name}/ needs one folder {chapter}-<slug>/, found {[f.name for f in folders]}")
-    files = sorted(f for f in folders[0].iterdir() if f.is_file())
-    if len(files) != 1:
-        raise BugError(f"{folders[0].relative_to(ROOT)} must hold one file, holds {[f.name for f in files]}")
-    f = files[0]
-    if not (ROOT / "solutions" / folders[0].name / f.name).is_file():
-        raise BugError(f"{f.relative_to(ROOT)} is not a modified copy of a file of solutions/{folders[0].name}/")
-    marker = f"BUG({name})"
-    lines = [n for n, text in enumerate(f.read_text().splitlines(), 1) if marker in text]
-    if len(lines) != 1:
-        raise BugError(f"{f.relative_to(ROOT)} must have one line marked {marker}, has {len(lines)}")
-    return f, f"{f.name}:{lines[0]}"
+class Bug:
+    """One bug: the solution file it edits and that file's text with the edits applied."""
 
+    def __init__(self, name: str, chapter: str):
+        path = BUGS / f"{name}.bug"
+        shown = path.relative_to(ROOT)
+        target, edits = None, []
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.startswith("#") and not edits:
+                continue
+            if line.startswith("file:") and target is None and not edits:
+                target = line.removeprefix("file:").strip()
+            elif line == "--- solution":
+                edits.append(([], []))
+            elif line == "+++ bug" and edits and not edits[-1][1]:
+                edits[-1][1].append(None)  # the bug's lines follow
+            elif edits:
+                edits[-1][1 if edits[-1][1] else 0].append(line)
+            elif line.strip():
+                raise BugError(f"{shown}:{number}: expected '# comment', 'file: …' or '--- solution', found '{line}'")
+        if target is None or not target.startswith(f"{chapter}-") or target.count("/") != 1:
+            raise BugError(f"{shown} needs a line 'file: {chapter}-<slug>/<file>', has {target!r}")
+        self.solution = ROOT / "solutions" / target
+        if not self.solution.is_file():
+            raise BugError(f"{shown}: solutions/{target} does not exist")
+        lines = self.solution.read_text().splitlines()
+        if not edits:
+            raise BugError(f"{shown} holds no '--- solution' … '+++ bug' edit")
+        for old, new in edits:
+            if not old or not new:
+                raise BugError(f"{shown}: an edit needs the solution's lines, then '+++ bug'")
+            new = new[1:]
+            at = [i for i in range(len(lines) - len(old) + 1) if lines[i:i + len(old)] == old]
+            if len(at) != 1:
+                raise BugError(f"{shown}: the solution lines {old!r} occur {len(at)} times in solutions/{target} "
+                               "(exactly once needed: has the solution changed?)")
+            lines[at[0]:at[0] + len(old)] = new
+        self.text = "\n".join(lines) + "\n"
+        marker = f"BUG({name})"
+        marked = [n for n, text in enumerate(lines, 1) if marker in text]
+        if len(marked) != 1:
+            raise BugError(f"{shown}: the bug must mark one line {marker}, marks {len(marked)}")
+        self.site = f"{self.solution.name}:{marked[0]}"
 
-def student_tree(name: str, bug: Path) -> Path:
-    """The bug's chapter: the solution files, the bug's file in place of its solution, in
-    build/grading/bugs/<name>/ (as deep as tests/grading/bugs/<name>/)."""
-    chapter_dir = bug.parent.name
-    tree = ROOT / "build" / "grading" / "bugs" / name
-    shutil.rmtree(tree, ignore_errors=True)
-    (tree / chapter_dir).mkdir(parents=True)
-    for solution in sorted((ROOT / "solutions" / chapter_dir).iterdir()):
-        if solution.is_file():
-            shutil.copy(solution, tree / chapter_dir / solution.name)
-    shutil.copy(bug, tree / chapter_dir / bug.name)
-    return tree
+    def student_tree(self, name: str) -> Path:
+        """The bug's chapter: the solution files, this one with the bug, in build/grading/bugs/<name>/."""
+        chapter_dir = self.solution.parent.name
+        tree = ROOT / "build" / "grading" / "bugs" / name
+        shutil.rmtree(tree, ignore_errors=True)
+        (tree / chapter_dir).mkdir(parents=True)
+        for solution in sorted(self.solution.parent.iterdir()):
+            if solution.is_file():
+                shutil.copy(solution, tree / chapter_dir / solution.name)
+        (tree / chapter_dir / self.solution.name).write_text(self.text)
+        return tree
 
 
 def verdict(report: dict | None, chapter: str, checker: str, site: str) -> tuple[list[str], list[dict]]:
@@ -110,11 +138,11 @@ def main() -> int:
     p.add_argument("--seed", type=int, help="the grader's seed (default: a new one per bug, printed by the grader)")
     p.add_argument("--timeout", type=float, default=120.0, help="per-test time limit, seconds (default: 120)")
     args = p.parse_args()
-    found = sorted(d.name for d in BUGS.iterdir() if d.is_dir())
+    found = sorted(f.stem for f in BUGS.glob("*.bug"))
     missing = sorted(set(EXPECTED) - set(found))
     unknown = sorted(set(found) - set(EXPECTED))
     if missing or unknown:
-        print(f"bugs without a folder: {missing}; folders without an expectation: {unknown}")
+        print(f"bugs without a .bug file: {missing}; .bug files without an expectation: {unknown}")
         return 1
     names = args.only or found
     if set(names) - set(EXPECTED):
@@ -124,14 +152,16 @@ def main() -> int:
     for name in names:
         chapter, checker = EXPECTED[name]
         try:
-            bug, site = bug_file(name, chapter)
+            bug = Bug(name, chapter)
         except BugError as e:
             print(f"== bug {name}: {e}")
             failures.append(name)
             continue
-        print(f"== bug {name} ({bug.relative_to(ROOT)}): must be reported by {checker} at {site}", flush=True)
+        site = bug.site
+        print(f"== bug {name} (solutions/{bug.solution.parent.name}/{bug.solution.name} with "
+              f"tests/grading/bugs/{name}.bug): must be reported by {checker} at {site}", flush=True)
         with tempfile.TemporaryDirectory(prefix=f"bug-{name}-") as out:
-            tree = student_tree(name, bug)
+            tree = bug.student_tree(name)
             cmd = [sys.executable, str(ROOT / "tools" / "grade.py"), "--student", str(tree), "--out", out,
                    "--timeout", f"{args.timeout:g}"]
             if args.build_dir:
