@@ -23,8 +23,9 @@ PACKAGES = [line.split("#")[0].split()[0] for line in (ROOT / "tools/debian-pack
 FAKES = {
     # Installed unless listed in $FAKE_DIR/missing; a removed package reads as dpkg shows it.
     "dpkg-query": """#!/bin/sh
-for last; do :; done
-if grep -qx "$last" "$FAKE_DIR/missing"; then printf 'deinstall ok config-files'; else printf 'install ok installed'; fi
+for p; do case "$p" in -*) continue ;; esac
+  if grep -qx "$p" "$FAKE_DIR/missing"; then echo "$p deinstall ok config-files"; else echo "$p install ok installed"; fi
+done
 """,
     # Records its call; "install" removes the packages from the missing list (unless told to fail).
     "apt-get": """#!/bin/sh
