@@ -70,16 +70,6 @@ Tolerance masked_product_tolerance(const Tensor<double>& expected, const Tensor<
   return inferlab::product_tolerance(Precision::fp32, ref_sq > 0.0 ? std::sqrt(magnitude_sq / ref_sq) : 1.0);
 }
 
-// Runs @p run under every schedule into a poisoned output of @p shape (host_same_under_schedules).
-::testing::AssertionResult run_scheduled(const std::string& name, uint64_t seed,
-                                         const std::function<void(Tensor<float>&)>& run, const Shape& shape,
-                                         const AxisNames& axes, Tensor<float>& out) {
-  const ::testing::AssertionResult same =
-      host_same_under_schedules(run, shape, &out, default_schedules(), element_name(shape, axes));
-  if (!same) return ::testing::AssertionFailure() << name << ": " << same.message() << "\n  " << seed_note(seed);
-  return ::testing::AssertionSuccess();
-}
-
 }  // namespace
 
 // ---- scores ----
@@ -91,7 +81,7 @@ Tolerance masked_product_tolerance(const Tensor<double>& expected, const Tensor<
   const Shape shape{c.num_heads, c.seq_len, c.seq_len};
   const std::string name = "scores " + c.name();
   Tensor<float> out;
-  const ::testing::AssertionResult ran = run_scheduled(
+  const ::testing::AssertionResult ran = host_same_under_schedules_seeded(
       name, rng.seed(), [&](Tensor<float>& s) { run(q, k, c.causal, s); }, shape, kScoresAxes, out);
   if (!ran) return ran;
 
@@ -148,7 +138,7 @@ std::string SoftmaxCase::name() const {
   }
   const std::string name = "softmax " + c.name();
   Tensor<float> out;
-  const ::testing::AssertionResult ran = run_scheduled(
+  const ::testing::AssertionResult ran = host_same_under_schedules_seeded(
       name, rng.seed(), [&](Tensor<float>& p) { run(scores, p, c.threads_per_block); }, shape, kMatrixAxes, out);
   if (!ran) return ran;
 
@@ -194,7 +184,7 @@ std::vector<GemmCase> odd_gemm_cases() {
   const Shape shape{c.m, c.n};
   const std::string name = "gemm " + c.name();
   Tensor<float> out;
-  const ::testing::AssertionResult ran = run_scheduled(
+  const ::testing::AssertionResult ran = host_same_under_schedules_seeded(
       name, rng.seed(), [&](Tensor<float>& p) { run(a, b, p); }, shape, kMatrixAxes, out);
   if (!ran) return ran;
 

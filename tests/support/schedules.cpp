@@ -1,6 +1,7 @@
 #include "tests/support/schedules.h"
 
 #include "tests/support/isolation.h"
+#include "tests/support/seeded.h"
 
 #include <cmath>
 #include <cstdint>
@@ -230,6 +231,16 @@ std::vector<simt::Schedule> default_schedules(int random_seeds) {
                                          << thread_order_explanation(launch);
   }
   if (output != nullptr) *output = std::move(first);
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult host_same_under_schedules_seeded(const std::string& what, uint64_t seed,
+                                                            const std::function<void(Tensor<float>& out)>& run,
+                                                            const Shape& output_shape, const AxisNames& axes,
+                                                            Tensor<float>& output) {
+  const ::testing::AssertionResult same =
+      host_same_under_schedules(run, output_shape, &output, default_schedules(), element_name(output_shape, axes));
+  if (!same) return ::testing::AssertionFailure() << what << ": " << same.message() << "\n  " << seed_note(seed);
   return ::testing::AssertionSuccess();
 }
 

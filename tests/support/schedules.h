@@ -87,4 +87,11 @@ std::vector<simt::Schedule> default_schedules(int random_seeds = 3);
                                                      const std::vector<simt::Schedule>& schedules = default_schedules(),
                                                      const ElementName& name = {});
 
+/// host_same_under_schedules() for a graded check: the output's elements named by @p axes, the
+/// failure message prefixed with @p what and ended with the seed's reproduction note.
+::testing::AssertionResult host_same_under_schedules_seeded(const std::string& what, uint64_t seed,
+                                                            const std::function<void(Tensor<float>& out)>& run,
+                                                            const Shape& output_shape, const AxisNames& axes,
+                                                            Tensor<float>& output);
+
 }  // namespace inferlab::testing

@@ -14,16 +14,6 @@ namespace {
 const AxisNames kMatrixAxes{"row", "col"};
 const AxisNames kSumAxes{"element"};
 
-// Runs @p run under every schedule into a poisoned output of @p shape (host_same_under_schedules).
-::testing::AssertionResult run_scheduled(const std::string& name, uint64_t seed,
-                                         const std::function<void(Tensor<float>&)>& run, const Shape& shape,
-                                         const AxisNames& axes, Tensor<float>& out) {
-  const ::testing::AssertionResult same =
-      host_same_under_schedules(run, shape, &out, default_schedules(), element_name(shape, axes));
-  if (!same) return ::testing::AssertionFailure() << name << ": " << same.message() << "\n  " << seed_note(seed);
-  return ::testing::AssertionSuccess();
-}
-
 ::testing::AssertionResult compared(const std::string& name, uint64_t seed, const Tensor<float>& out,
                                     const Tensor<double>& expected, Tolerance tolerance, const AxisNames& axes) {
   const Comparison comparison = compare_to_oracle(out, expected, tolerance, axes);
@@ -57,7 +47,7 @@ std::vector<MatrixCase> odd_matrix_cases() {
   const Shape shape{c.rows, c.cols};
   const std::string name = "scale_add_2d " + c.name();
   Tensor<float> out;
-  const ::testing::AssertionResult ran = run_scheduled(
+  const ::testing::AssertionResult ran = host_same_under_schedules_seeded(
       name, rng.seed(), [&](Tensor<float>& o) { run(x, row_scale, col_bias, o); }, shape, kMatrixAxes, out);
   if (!ran) return ran;
 
@@ -91,7 +81,7 @@ std::string SumCase::name() const {
   const Tensor<float> x = rng.normal_tensor({c.n}, 0.5f, 1.0f);
   const std::string name = "vector_sum " + c.name();
   Tensor<float> out;
-  const ::testing::AssertionResult ran = run_scheduled(
+  const ::testing::AssertionResult ran = host_same_under_schedules_seeded(
       name, rng.seed(), [&](Tensor<float>& s) { run(x, s, c.threads_per_block); }, {1}, kSumAxes, out);
   if (!ran) return ran;
 
@@ -114,7 +104,7 @@ std::string SumCase::name() const {
   const std::string name = "transpose_tiled " + c.name();
   Tensor<float> out;
   const ::testing::AssertionResult ran =
-      run_scheduled(name, rng.seed(), [&](Tensor<float>& o) { run(in, o); }, shape, kMatrixAxes, out);
+      host_same_under_schedules_seeded(name, rng.seed(), [&](Tensor<float>& o) { run(in, o); }, shape, kMatrixAxes, out);
   if (!ran) return ran;
 
   Tensor<double> expected(shape);
