@@ -1,9 +1,12 @@
 // The emulator's mechanics, measured: one fiber switch (a thread parking at __syncwarp and being
-// resumed is two switches), and one 128-thread block with 2 barriers.
+// resumed is two switches), one 128-thread block with 2 barriers, a launch's fixed cost with N
+// live allocations, and one cudaMalloc/cudaFree pair.
 //   build/default/common/simt/bench_simt
 // Targets: <= 50 ns per switch, <= 30 us per 128-thread block with 2 barriers.
 
 #include <benchmark/benchmark.h>
+
+#include <vector>
 
 #include "simt/simt.h"
 
@@ -59,6 +62,34 @@ void BM_fiber_switch(benchmark::State& state) {
   cudaFree(out);
 }
 BENCHMARK(BM_fiber_switch)->Unit(benchmark::kMicrosecond);
+
+__global__ void one_store(float* out) {
+  *out = 1.0f;
+}
+
+// The fixed cost of a launch with N live allocations: the heap opens (one mprotect per live
+// allocation) and closes again around it, unless SIMT_HOST_ACCESS=allow. Compare the two.
+void BM_empty_launch_with_live_allocations(benchmark::State& state) {
+  simt::set_workers(1);
+  std::vector<float*> live(static_cast<size_t>(state.range(0)));
+  for (float*& p : live) cudaMalloc(&p, 4096);
+  for (auto _ : state) {
+    if (simt::launch(one_store, 1, 1, 0, nullptr, live[0]) != cudaSuccess) state.SkipWithError("launch failed");
+  }
+  for (float* p : live) cudaFree(p);
+  state.SetLabel(simt::host_access_checked() ? "heap closed to the host" : "SIMT_HOST_ACCESS=allow");
+}
+BENCHMARK(BM_empty_launch_with_live_allocations)->Arg(1)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+// cudaMalloc + cudaFree of 4 KiB (the allocation's call stack is recorded for the host-access report).
+void BM_malloc_free(benchmark::State& state) {
+  for (auto _ : state) {
+    float* p = nullptr;
+    cudaMalloc(&p, 4096);
+    cudaFree(p);
+  }
+}
+BENCHMARK(BM_malloc_free)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

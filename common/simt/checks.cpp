@@ -351,9 +351,13 @@ void global_access(Worker& w, Lane& lane, uintptr_t a, size_t n, Access kind, ui
 }
 
 // Host code (outside any kernel) compiled with the checks touched device memory: on a GPU the
-// CPU cannot dereference a device pointer.
+// CPU cannot dereference a device pointer. While the heap is closed to the host (outside
+// launches and runtime calls, device_memory.h) the access itself faults and host_access.cpp
+// reports it, naming the allocation's site; this report covers the rest: SIMT_HOST_ACCESS=allow,
+// or an access while another thread's launch or copy holds the heap open.
 [[gnu::noinline]] void host_access(uintptr_t a, size_t n, Access kind, uintptr_t pc) {
   if (!checks().memcheck) return;
+  if (device_memory_guarded() && !device_memory_open.load(std::memory_order_acquire)) return;
   set_error(cudaErrorIllegalAddress,
             "simt: memcheck: host code " + std::string(kind == Access::read ? "reads " : "writes ") +
                 std::to_string(n) + " bytes of device memory at " + code_location(pc) +

@@ -213,6 +213,7 @@ cublasStatus_t simt_cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOper
   if (alpha == nullptr || beta == nullptr) return invalid("alpha and beta must not be null");
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
   const size_t as = element_size(Atype), bs = element_size(Btype), cs = element_size(Ctype);
+  const simt::detail::DeviceAccess access;  // the library reads A and B and writes C from the host side
   for (int batch = 0; batch < batchCount; ++batch) {
     gemm(transa, transb, m, n, k, a, static_cast<const char*>(A) + batch * strideA * static_cast<long long>(as), Atype,
          lda, static_cast<const char*>(B) + batch * strideB * static_cast<long long>(bs), Btype, ldb, b,

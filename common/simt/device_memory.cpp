@@ -1,11 +1,16 @@
 // The device heap (detail/device_memory.h): a reserved range of virtual memory in which every
 // allocation starts on a page and ends before an inaccessible guard page, a quarantine for freed
-// allocations, and the initcheck bits of every allocation.
+// allocations, the initcheck bits of every allocation, and the opening and closing of the live
+// allocations around launches and runtime calls (host code outside them faults): opened one at a
+// time at its first access while the heap is open, all closed when it closes.
 
 #include <sys/mman.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -35,6 +40,7 @@ struct Heap {
   std::map<uintptr_t, size_t> holes;                           // reusable ranges below top: base -> bytes
   uint64_t serial = 0;
   size_t in_use = 0, peak = 0;
+  unsigned open_count = 0;  // launches and runtime calls in flight (device_memory_open: > 0)
 
   // Reserves the range once: 4x the physical memory, at least 16 GiB, at most 1 TiB (halved
   // until the system accepts it). PROT_NONE and MAP_NORESERVE: it costs no memory.
@@ -49,6 +55,7 @@ struct Heap {
       heap_low = reinterpret_cast<uintptr_t>(range);
       heap_high = heap_low + bytes;
       top = heap_low;
+      if (device_memory_guarded()) install_host_access_report();
       return true;
     }
     return false;
@@ -95,6 +102,16 @@ struct Heap {
     return base;
   }
 
+  // Makes the allocations opened since the heap was opened inaccessible again (one mprotect each;
+  // the others are still closed).
+  void close_opened() {
+    for (const auto& [base, a] : live)
+      if (a->opened) {
+        mprotect(reinterpret_cast<void*>(base), a->span - page, PROT_NONE);
+        a->opened = false;
+      }
+  }
+
   // The live or quarantined allocation holding @p address, else the nearest one below it.
   const Allocation* nearest(uintptr_t address) const {
     const Allocation* best = nullptr;
@@ -119,7 +136,84 @@ std::string hex(uintptr_t value) {
 
 }  // namespace
 
-void* device_allocate(size_t bytes) {
+bool device_memory_guarded() {
+  static const bool guarded = [] {
+    const char* text = std::getenv("SIMT_HOST_ACCESS");
+    if (text == nullptr || *text == '\0' || std::strcmp(text, "fault") == 0) return true;
+    if (std::strcmp(text, "allow") == 0) return false;
+    std::fprintf(stderr, "simt: SIMT_HOST_ACCESS = %s: must be fault (the default) or allow; using fault\n", text);
+    return true;
+  }();
+  return guarded;
+}
+
+void open_device_memory() {
+  if (!device_memory_guarded()) return;
+  Heap& h = heap();
+  std::lock_guard lock(h.mutex);
+  if (h.open_count++ == 0) device_memory_open.store(true, std::memory_order_release);
+}
+
+void close_device_memory() {
+  if (!device_memory_guarded()) return;
+  Heap& h = heap();
+  std::lock_guard lock(h.mutex);
+  if (--h.open_count > 0) return;
+  device_memory_open.store(false, std::memory_order_release);
+  h.close_opened();
+}
+
+Opened open_on_fault(uintptr_t address) {
+  Heap& h = heap();
+  std::lock_guard lock(h.mutex);
+  if (h.open_count == 0) return Opened::no;
+  auto it = h.live.upper_bound(address);
+  if (it == h.live.begin()) return Opened::no;
+  Allocation& a = *std::prev(it)->second;
+  if (!a.contains(address, 1)) return Opened::no;
+  if (a.opened) return Opened::already;  // another thread opened it since the fault
+  if (mprotect(reinterpret_cast<void*>(a.base), a.span - h.page, PROT_READ | PROT_WRITE) != 0) return Opened::no;
+  a.opened = true;
+  return Opened::now;
+}
+
+namespace {
+struct Unwound {
+  CallSite* site;
+  size_t skip;
+  size_t count;
+};
+_Unwind_Reason_Code collect_return_address(_Unwind_Context* context, void* data) {
+  auto* u = static_cast<Unwound*>(data);
+  if (u->skip > 0) {
+    --u->skip;
+    return _URC_NO_REASON;
+  }
+  if (u->count == u->site->size()) return _URC_END_OF_STACK;
+  (*u->site)[u->count++] = _Unwind_GetIP(context);
+  return _URC_NO_REASON;
+}
+}  // namespace
+
+CallSite capture_call_site() {
+  CallSite site{};
+  Unwound u{&site, 2, 0};  // this function and its caller (cudaMalloc)
+  _Unwind_Backtrace(collect_return_address, &u);
+  return site;
+}
+
+bool allocation_site(uintptr_t address, CallSite& site) {
+  Heap& h = heap();
+  std::lock_guard lock(h.mutex);
+  auto it = h.live.upper_bound(address);
+  if (it == h.live.begin()) return false;
+  const Allocation& a = *std::prev(it)->second;
+  if (!a.contains(address, 1)) return false;
+  site = a.site;
+  return true;
+}
+
+void* device_allocate(size_t bytes, const CallSite& site) {
   Heap& h = heap();
   std::lock_guard lock(h.mutex);
   if (!h.reserve()) return nullptr;
@@ -144,7 +238,13 @@ void* device_allocate(size_t bytes) {
   record->bytes = bytes;
   record->span = span;
   record->serial = ++h.serial;
+  record->site = site;
   record->written = std::make_unique<std::atomic<uint64_t>[]>((bytes + 63) / 64);
+  std::memset(reinterpret_cast<void*>(base), 0xFF, bytes);
+  // Closed like every live allocation when no launch or runtime call is in flight; else open
+  // until the heap closes.
+  if (device_memory_guarded() && h.open_count == 0) mprotect(reinterpret_cast<void*>(base), pages, PROT_NONE);
+  record->opened = device_memory_guarded() && h.open_count > 0;
   h.live.emplace(base, std::move(record));
   h.in_use += bytes;
   h.peak = std::max(h.peak, h.in_use);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "simt/detail/device_memory.h"
 #include "simt/detail/engine.h"
 
 namespace simt {
@@ -135,14 +136,17 @@ cudaError_t run_launch(const LaunchRequest& request) {
     do launch.stride = rng() % launch.blocks;
     while (launch.stride == 0 || std::gcd(launch.stride, launch.blocks) != 1);
   }
-  snapshot_watch();
   static Pool pool;
   const unsigned helpers =
       static_cast<unsigned>(std::min<uint64_t>(static_cast<uint64_t>(workers()), launch.blocks)) - 1;
-  try {
-    pool.run(launch, helpers);
-  } catch (const std::exception& e) {
-    launch.fail(std::string("simt: the emulator failed: ") + e.what());
+  {
+    const DeviceAccess access;  // device memory is the kernel's while it runs
+    snapshot_watch();
+    try {
+      pool.run(launch, helpers);
+    } catch (const std::exception& e) {
+      launch.fail(std::string("simt: the emulator failed: ") + e.what());
+    }
   }
   if (launch.failed) return set_error(cudaErrorLaunchFailure, launch.error, true);
   return cudaSuccess;

@@ -130,12 +130,12 @@ cudaError_t simt_cudaMalloc(void** pointer, size_t bytes) {
   if (pointer == nullptr) return fail(cudaErrorInvalidValue, "cudaMalloc: the result pointer is null");
   if (const cudaError_t e = sticky_error(); e != cudaSuccess) return e;
   // Page-aligned (cudaMalloc promises 256 bytes) and followed by a guard page: see device_memory.h.
-  void* memory = simt::detail::device_allocate(bytes);
+  // Poisoned (every byte 0xFF: reading an element nobody wrote shows up as NaN or -1).
+  void* memory = simt::detail::device_allocate(bytes, simt::detail::capture_call_site());
   if (memory == nullptr) {
     *pointer = nullptr;
     return fail(cudaErrorMemoryAllocation, "cudaMalloc: out of memory for " + std::to_string(bytes) + " bytes");
   }
-  std::memset(memory, 0xFF, bytes);  // poison: reading an element nobody wrote shows up (NaN, -1)
   *pointer = memory;
   return cudaSuccess;
 }
@@ -183,6 +183,7 @@ cudaError_t simt_cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (problem.empty() && src_device) problem = simt::detail::device_range_problem(src, bytes, "the source");
   if (!problem.empty())
     return fail(cudaErrorInvalidValue, "cudaMemcpy of " + std::to_string(bytes) + " bytes: " + problem);
+  const simt::detail::DeviceAccess access;  // the copy engine may touch device memory
   std::memmove(dst, src, bytes);
   if (dst_device) simt::detail::mark_device_written(dst, bytes);
   return cudaSuccess;
@@ -197,6 +198,7 @@ cudaError_t simt_cudaMemset(void* pointer, int value, size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   if (const std::string problem = simt::detail::device_range_problem(pointer, bytes, "the pointer"); !problem.empty())
     return fail(cudaErrorInvalidValue, "cudaMemset of " + std::to_string(bytes) + " bytes: " + problem);
+  const simt::detail::DeviceAccess access;
   std::memset(pointer, value, bytes);
   simt::detail::mark_device_written(pointer, bytes);
   return cudaSuccess;
@@ -208,12 +210,14 @@ cudaError_t simt_cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStr
 
 cudaError_t simt_cudaMemcpyToSymbolAddress(void* symbol, const void* src, size_t bytes, size_t offset) {
   if (const cudaError_t e = sticky_error(); e != cudaSuccess) return e;
+  const simt::detail::DeviceAccess access;  // the source may be device memory
   std::memcpy(static_cast<char*>(symbol) + offset, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t simt_cudaMemcpyFromSymbolAddress(void* dst, const void* symbol, size_t bytes, size_t offset) {
   if (const cudaError_t e = sticky_error(); e != cudaSuccess) return e;
+  const simt::detail::DeviceAccess access;  // the destination may be device memory
   std::memcpy(dst, static_cast<const char*>(symbol) + offset, bytes);
   return cudaSuccess;
 }

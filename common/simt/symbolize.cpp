@@ -162,6 +162,44 @@ std::string code_location(uintptr_t pc) {
   return out.str();
 }
 
+std::string own_code_location(const uintptr_t* pcs, size_t count) {
+  const auto is_emulator = [](const std::string& text) {
+    return text.find("/common/simt/") != std::string::npos || text.rfind("simt_", 0) == 0 ||
+           text.find("simt::") != std::string::npos || text.find("DeviceBuffer") != std::string::npos;
+  };
+  // A shared library's code (the C library's memcpy, with its own line tables) is not the program's.
+  const auto in_library = [](uintptr_t pc) {
+    Dl_info info{};
+    return dladdr(reinterpret_cast<void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr &&
+           std::strstr(info.dli_fname, ".so") != nullptr;
+  };
+#if SIMT_HAVE_BACKTRACE
+  if (backtrace_state* state = line_tables()) {
+    for (size_t i = 0; i < count && pcs[i] != 0; ++i) {
+      if (in_library(pcs[i])) continue;
+      std::vector<Frame> frames;  // innermost (inlined) first
+      backtrace_pcinfo(state, pcs[i] - 1, collect_frame, ignore_error, &frames);
+      for (const Frame& f : frames)
+        if (f.file.rfind("/usr/", 0) != 0 && !is_emulator(f.file))
+          return file_name(f.file.c_str()) + ":" + std::to_string(f.line) + " (in " + short_function(f.function) + ")";
+    }
+  }
+#endif
+  // No line tables: the first function of the executable (not of a library) outside the emulator.
+  for (size_t i = 0; i < count && pcs[i] != 0; ++i) {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(pcs[i] - 1), &info) == 0 || in_library(pcs[i])) continue;
+    std::string function = info.dli_sname != nullptr ? demangle(info.dli_sname) : "";
+#if SIMT_HAVE_BACKTRACE
+    if (backtrace_state* state = line_tables(); state != nullptr && function.empty())
+      backtrace_syminfo(state, pcs[i] - 1, collect_symbol, ignore_error, &function);
+#endif
+    if (!function.empty() && !is_emulator(function))
+      return short_function(function) + " (no line table: compile it with -g1)";
+  }
+  return "";
+}
+
 bool tls_variable_at(size_t offset, TlsVariable& out) {
   const TlsSymbols& symbols = tls_symbols();
   auto it = std::upper_bound(symbols.variables.begin(), symbols.variables.end(), offset,

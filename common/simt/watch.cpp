@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "simt/detail/device_memory.h"
 #include "simt/detail/engine.h"
 
 namespace simt {
@@ -51,6 +52,7 @@ void watch_writes(const void* address, size_t bytes) {
     return;
   }
   detail::watch.address = static_cast<const unsigned char*>(address);
+  const detail::DeviceAccess access;  // the watched bytes are device memory
   detail::watch.snapshot.assign(detail::watch.address, detail::watch.address + bytes);
   detail::watch.active = true;
 }

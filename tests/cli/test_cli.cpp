@@ -182,6 +182,54 @@ TEST_F(Cli, DecodeBadInputGivesAClearMessage) {
   EXPECT_NE(missing.output.find("--k-cache: is required"), std::string::npos) << missing.output;
 }
 
+// `inferlab decode --backend sim` with no --version runs the sim default, the chapter's CUDA
+// kernel (it once asked for cpu/decode on sim and failed): fp32 and fp16 files, and an int8 cache.
+TEST_F(Cli, DecodeOnSimWithoutAVersionRunsTheCudaKernel) {
+  testing::SeededRng rng;
+  const int64_t batch = 2, heads = 4, kv_heads = 2, max_seq_len = 19, d = 32;
+  const Tensor<float> q = rng.normal_tensor({batch, heads, d});
+  const Tensor<float> k = rng.normal_tensor({batch, kv_heads, max_seq_len, d});
+  const Tensor<float> v = rng.normal_tensor({batch, kv_heads, max_seq_len, d});
+  const std::vector<int64_t> lengths{rng.integer(1, max_seq_len), max_seq_len};
+  write_npy(path("q.npy"), q);
+  write_npy(path("k.npy"), k);
+  write_npy(path("v.npy"), v);
+  write_npy(path("lengths.npy"), Tensor<int64_t>({batch}, lengths));
+  std::vector<uint16_t> k_bits(size_t(k.size())), v_bits(size_t(v.size()));
+  for (size_t i = 0; i < k_bits.size(); ++i) {
+    k_bits[i] = float_to_half_bits(k[int64_t(i)]);
+    v_bits[i] = float_to_half_bits(v[int64_t(i)]);
+  }
+  write_npy_f16(path("k16.npy"), k.shape(), k_bits);
+  write_npy_f16(path("v16.npy"), v.shape(), v_bits);
+  const auto files = [&](const char* k_file, const char* v_file) {
+    return "decode --q " + path("q.npy") + " --k-cache " + path(k_file) + " --v-cache " + path(v_file) + " --lengths " +
+           path("lengths.npy") + " --out " + path("o.npy") + " --backend sim";
+  };
+  struct Choice {
+    std::string command, names;
+    Tensor<double> expected;
+    Precision precision;
+  };
+  const std::vector<Choice> choices = {
+      {files("k.npy", "v.npy"), "cuda/decode (sim, fp32 cache)",
+       decode_reference(q, make_kv_cache(k, v, lengths, KvDtype::fp32)), Precision::fp32},
+      {files("k16.npy", "v16.npy"), "cuda/decode (sim, fp16 cache)",
+       decode_reference(q, make_kv_cache(k, v, lengths, KvDtype::fp32)), Precision::fp16},
+      {files("k.npy", "v.npy") + " --cache int8", "cuda/decode_int8 (sim, int8 cache",
+       decode_reference(q, make_kv_cache(k, v, lengths, KvFormat::int8(KeyScaling::per_token))), Precision::fp32},
+  };
+  for (const Choice& choice : choices) {
+    const Result r = run(choice.command);
+    ASSERT_EQ(r.exit_code, 0) << choice.command << "\n" << r.output;
+    EXPECT_NE(r.output.find(choice.names), std::string::npos) << r.output;
+    const Comparison c =
+        compare_to_oracle(read_npy_float(path("o.npy")), choice.expected, tolerance_for(choice.precision));
+    EXPECT_TRUE(c.ok) << choice.command << ": " << c.report();
+    std::filesystem::remove(path("o.npy"));
+  }
+}
+
 // `inferlab decode --cache int8|int8-channel|fp8` (chapter 04): the fp32 files quantized on load,
 // each INT8 / FP8 version against the float64 decode of the same quantized cache (the
 // quantization itself is chapter 04's tests' business); the report names the cache and the

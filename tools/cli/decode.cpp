@@ -5,8 +5,8 @@
 // out in scattered order (to_paged), read through the block table by the same version — the
 // output is the contiguous cache's.
 #include <iostream>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include "common/npy.h"
@@ -26,7 +26,8 @@ const char* kDecodeUsage = R"(usage: inferlab decode --q Q.npy --k-cache K.npy -
     Q [batch, heads, d]; K and V caches [batch, kv_heads, max_seq_len, d] (float16 files give an
     fp16 cache, anything else fp32); lengths int [batch] (tokens cached per sequence).
   Writes O [batch, heads, d] as fp32.
-  --version NAME          an implementation (default cpu/decode; `inferlab versions` lists them)
+  --version NAME          an implementation (default: cpu/decode on cpu, cuda/decode on sim and
+                          cuda; `inferlab versions` lists them)
   --backend B             cpu (default), sim (the CUDA emulator) or cuda
   --cache F               quantize the cache on load (chapter 04): int8 (per-token K scales),
                           int8-channel (per-channel K scales) or fp8 (E4M3), run an INT8 / FP8
@@ -50,14 +51,26 @@ std::string describe(const KvCache& cache, const std::string& format) {
          std::to_string(cache.paging().block_size) + " tokens in scattered order";
 }
 
+// The version run without --version: the plain loops on cpu, the chapter's CUDA kernel on sim
+// and cuda (the CPU has no FP8 version: cuda/decode_fp8 names what is missing).
+const char* default_version(Backend backend, KvDtype dtype) {
+  const bool cpu = backend == Backend::cpu;
+  switch (dtype) {
+    case KvDtype::int8:
+      return cpu ? "cpu/decode_int8_simd" : "cuda/decode_int8";
+    case KvDtype::fp8:
+      return "cuda/decode_fp8";
+    default:
+      return cpu ? "cpu/decode" : "cuda/decode";
+  }
+}
+
 // Runs the INT8 or FP8 version for the quantized @p format on the fp32 data, writes the output
 // and reports the quantization.
 int decode_quantized(const Args& args, const KvFormat& format, const Tensor<float>& q, const Tensor<float>& k,
                      const Tensor<float>& v, const std::vector<int64_t>& lengths, Backend backend) {
-  const char* default_version = format.dtype == KvDtype::fp8 ? "cuda/decode_fp8"
-                                : backend == Backend::cpu    ? "cpu/decode_int8_simd"
-                                                             : "cuda/decode_int8";
-  const DecodeVersion& version = find_decode_version(args.get_or("version", default_version), backend, format.dtype);
+  const DecodeVersion& version =
+      find_decode_version(args.get_or("version", default_version(backend, format.dtype)), backend, format.dtype);
   const KvCache cache = laid_out(args, make_kv_cache(k, v, lengths, format));
   Tensor<float> out(decode_shape(q, cache).query_shape());
   version.run(q, cache, out);
@@ -97,7 +110,8 @@ int decode(const std::vector<std::string>& argv) {
             "must be int8 (per-token K scales), int8-channel (per-channel K scales) or fp8 (E4M3)");
     return decode_quantized(args, parse_kv_format(kind), q, k, v, lengths, backend);
   }
-  const DecodeVersion& version = find_decode_version(args.get_or("version", "cpu/decode"), backend, dtype);
+  const DecodeVersion& version =
+      find_decode_version(args.get_or("version", default_version(backend, dtype)), backend, dtype);
   const KvCache cache = laid_out(args, make_kv_cache(k, v, lengths, dtype));
   const DecodeShape shape = decode_shape(q, cache);
   Tensor<float> out(shape.query_shape());

@@ -13,7 +13,8 @@
 //   messages.cpp      how messages name things: source lines, dimensions, operations, kernels
 //   watch.cpp         simt::watch_writes(): which thread wrote a watched byte range
 //   checks.cpp        memcheck, racecheck, initcheck (detail/checks.h); symbolize.cpp: source
-//                     lines of the reports; device_memory.cpp: the device heap
+//                     lines of the reports; device_memory.cpp: the device heap; host_access.cpp:
+//                     the report of host code touching it
 
 #include <atomic>
 #include <cstdint>

@@ -113,6 +113,12 @@ void set_workers(int count);
 /// there was none since the last cudaDeviceReset().
 std::string last_error_message();
 
+/// Whether device memory is closed to host code: outside launches and the runtime's calls
+/// (cudaMemcpy, cudaMemset, cuBLAS) a host dereference of a device pointer faults, as on a GPU,
+/// and the emulator reports the host line and where the memory was allocated, then aborts. On
+/// unless SIMT_HOST_ACCESS=allow (see docs/pages/sanitizer.md).
+bool host_access_checked();
+
 /// Bytes of device memory (cudaMalloc) currently allocated by this process.
 size_t device_bytes_in_use();
 /// The most device memory allocated at once since the last reset_device_bytes_peak() (or the

@@ -15,6 +15,13 @@ namespace simt::detail {
 // Needs the kernels' line tables (-g1); without them: "decode_kernel+0x1c4" or the bare address.
 std::string code_location(uintptr_t pc);
 
+// The first of @p pcs (return addresses, innermost first; 0 ends the list) whose source line is
+// the program's own — not a system header or library, not the emulator (common/simt/, its
+// DeviceBuffer included) — named as code_location() names a line: "vector_sum.cu:40 (in
+// vector_sum)". Without line tables, the first such function's name plus "(no line table …)";
+// "" when there is neither.
+std::string own_code_location(const uintptr_t* pcs, size_t count);
+
 // A thread_local variable of the executable (a static __shared__ array, in the emulator).
 struct TlsVariable {
   std::string name;  // demangled, e.g. "inferlab::sim::block_sum(float const*, float*, int)::partial"
