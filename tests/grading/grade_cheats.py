@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "grading" / "cheats"
 
-# name → (chapter, what must catch it). "inspection": the chapter is rejected before any test
-# runs (status forbidden-calls); "tests": it builds and runs, and no graded test passes.
+# name → (chapter, what must catch it[, a report that some failed test must show]). "inspection":
+# the chapter is rejected before any test runs (status forbidden-calls); "tests": it builds and
+# runs, and no graded test passes.
 EXPECTED = {
     "report-writer": ("01", "tests"),       # the sandbox: open() fails, the early exit fails the call
     "override-harness": ("01", "inspection"),
@@ -37,6 +38,8 @@ EXPECTED = {
     "weak-reference": ("04", "inspection"),
     "host-loop": ("05", "tests"),            # no kernel launched
     "sandbox-escape": ("07", "tests"),       # open/kill/fork/exec all fail, the exit fails the call
+    # a kernel for show, the host reading device memory: the emulator's host-access report
+    "kernel-for-show": ("02", "tests", "simt: memcheck: host code read device memory allocated at softmax_rows.cu:"),
 }
 
 
@@ -74,7 +77,7 @@ def main() -> int:
     names = args.only or found
     failures = []
     for name in names:
-        chapter, caught_by = EXPECTED[name]
+        chapter, caught_by, *report = EXPECTED[name]
         with tempfile.TemporaryDirectory(prefix=f"cheat-{name}-") as out:
             tree = student_tree(name, chapter)
             cmd = [sys.executable, str(ROOT / "tools" / "grade.py"), "--student", str(tree), "--out", out,
@@ -84,15 +87,19 @@ def main() -> int:
             print(f"== cheat {name} (chapter {chapter}, must be caught by the {caught_by})", flush=True)
             r = subprocess.run(cmd, text=True, capture_output=True)
             report_path = Path(out) / "grade.json"
-            report = json.loads(report_path.read_text()) if report_path.exists() else None
+            grade = json.loads(report_path.read_text()) if report_path.exists() else None
         status = passed = total = None
-        if report:
-            ch = next(c for c in report["chapters"] if c["chapter"] == f"ch{chapter}")
+        messages = []
+        if grade:
+            ch = next(c for c in grade["chapters"] if c["chapter"] == f"ch{chapter}")
             status, passed, total = ch["status"], ch["passed"], ch["total"]
+            messages = [t.get("message") or "" for t in ch.get("tests", [])]
         want_status = "forbidden-calls" if caught_by == "inspection" else "graded"
-        ok = r.returncode == 0 and status == want_status and passed == 0
+        reported = not report or any(report[0] in m for m in messages)
+        ok = r.returncode == 0 and status == want_status and passed == 0 and reported
         print(f"   {'caught' if ok else 'NOT CAUGHT AS EXPECTED'}: status {status}, passed {passed}/{total} "
-              f"(grade exit {r.returncode})", flush=True)
+              f"(grade exit {r.returncode})" + (f"; report \"{report[0]}\" {'shown' if reported else 'NOT shown'}"
+                                               if report else ""), flush=True)
         if not ok:
             failures.append(name)
             print("\n".join("   | " + l for l in (r.stdout + r.stderr).splitlines()[-40:]))
