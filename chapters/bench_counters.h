@@ -39,7 +39,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -49,6 +48,7 @@
 
 #include "common/cost.h"
 #include "common/roofline.h"
+#include "common/timer.h"
 
 namespace inferlab::bench {
 
@@ -72,10 +72,10 @@ inline CallTiming time_calls(benchmark::State& state, const std::function<void()
   call();
   double total_seconds = 0.0, best_seconds = std::numeric_limits<double>::infinity();
   for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch stopwatch;
     call();
     benchmark::ClobberMemory();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = stopwatch.seconds();
     state.SetIterationTime(seconds);
     total_seconds += seconds;
     best_seconds = std::min(best_seconds, seconds);

@@ -46,6 +46,13 @@ else()
   list(APPEND _inferlab_missing libxxhash-dev)
 endif()
 
+# nlohmann/json: the one JSON reader and writer (common/json.h: roofline.json, traces, serving
+# metrics, analyze --json).
+find_package(nlohmann_json 3 CONFIG QUIET)
+if(NOT nlohmann_json_FOUND)
+  list(APPEND _inferlab_missing nlohmann-json3-dev)
+endif()
+
 if(INFERLAB_DOCS)
   find_package(Doxygen QUIET COMPONENTS dot)
   if(NOT DOXYGEN_FOUND)

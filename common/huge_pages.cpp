@@ -8,6 +8,8 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+
+#include "common/ceil_div.h"
 #endif
 
 namespace inferlab {
@@ -18,7 +20,7 @@ constexpr size_t kLineBytes = 64;
 // The bytes actually reserved for a request of @p bytes, and their alignment.
 size_t reserved_bytes(size_t bytes) {
   if (bytes < kHugePageBytes) return bytes;
-  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  return ceil_div(bytes, kHugePageBytes) * kHugePageBytes;
 }
 std::align_val_t alignment_for(size_t bytes) {
   return std::align_val_t(bytes < kHugePageBytes ? kLineBytes : kHugePageBytes);

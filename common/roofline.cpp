@@ -27,11 +27,11 @@
 #include <fstream>
 #include <iomanip>
 #include <memory>
-#include <regex>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
+#include "common/json.h"
 #include "common/timer.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -337,26 +337,27 @@ std::filesystem::path default_roofline_path() {
 
 void save_roofline(const Roofline& r, const std::filesystem::path& path) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  const auto figure = [](double value) { return json_number(value, 6); };
+  Json json;
+  json["peak_gflops"] = figure(r.peak_gflops);
+  json["peak_avx2_gflops"] = figure(r.peak_avx2_gflops);
+  json["peak_avx512_gflops"] = figure(r.peak_avx512_gflops);
+  json["read_gbs"] = figure(r.read_gbs);
+  json["triad_gbs"] = figure(r.triad_gbs);
+  json["ridge_point"] = figure(r.ridge_point());
+  json["threads"] = r.threads;
+  json["working_set_mib"] = figure(r.working_set_mib);
+  json["simd"] = r.simd;
+  json["cpu"] = r.cpu;
+  json["load_average"] = figure(r.load_average);
+  json["runs"] = r.runs;
+  json["measured_at"] = r.measured_at;
   // Write a temporary file and rename it: a benchmark reading concurrently sees the old file or
   // the new one, never a half-written one.
   const std::filesystem::path temporary = path.string() + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(temporary);
-    out << std::setprecision(6) << "{\n"
-        << "  \"peak_gflops\": " << r.peak_gflops << ",\n"
-        << "  \"peak_avx2_gflops\": " << r.peak_avx2_gflops << ",\n"
-        << "  \"peak_avx512_gflops\": " << r.peak_avx512_gflops << ",\n"
-        << "  \"read_gbs\": " << r.read_gbs << ",\n"
-        << "  \"triad_gbs\": " << r.triad_gbs << ",\n"
-        << "  \"ridge_point\": " << r.ridge_point() << ",\n"
-        << "  \"threads\": " << r.threads << ",\n"
-        << "  \"working_set_mib\": " << r.working_set_mib << ",\n"
-        << "  \"simd\": \"" << r.simd << "\",\n"
-        << "  \"cpu\": \"" << r.cpu << "\",\n"
-        << "  \"load_average\": " << r.load_average << ",\n"
-        << "  \"runs\": " << r.runs << ",\n"
-        << "  \"measured_at\": \"" << r.measured_at << "\"\n"
-        << "}\n";
+    out << format_json(json) << "\n";
     if (!out) throw std::runtime_error("cannot write roofline file '" + path.string() + "'");
   }
   std::filesystem::rename(temporary, path);
@@ -367,17 +368,21 @@ std::optional<Roofline> load_roofline(const std::filesystem::path& path) {
   if (!in) return std::nullopt;
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  auto number = [&](const char* key) -> std::optional<double> {
-    std::smatch match;
-    if (!std::regex_search(text, match, std::regex(std::string("\"") + key + R"("\s*:\s*([-+0-9.eE]+))")))
-      return std::nullopt;
-    return std::stod(match[1]);
+  Json json;
+  try {
+    json = parse_json(buffer.str(), path.string());
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;  // unreadable: measured again
+  }
+  if (!json.is_object()) return std::nullopt;
+  const auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = json.find(key);
+    if (it == json.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
   };
-  auto string = [&](const char* key) -> std::string {
-    std::smatch match;
-    if (!std::regex_search(text, match, std::regex(std::string("\"") + key + R"re("\s*:\s*"([^"]*)")re"))) return "";
-    return match[1];
+  const auto string = [&](const char* key) -> std::string {
+    const auto it = json.find(key);
+    return it != json.end() && it->is_string() ? it->get<std::string>() : "";
   };
   Roofline r;
   const auto peak = number("peak_gflops"), read = number("read_gbs"), triad = number("triad_gbs");

@@ -43,7 +43,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <exception>
 #include <iostream>
@@ -51,11 +50,12 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
 #include "chapters/bench_calls.h"
+#include "common/config.h"
+#include "common/timer.h"
 #include "kernels/primitives/cpu_simd.h"
-#include "kernels/timing/cuda_timing.h"
 #include "kernels/registry.h"
+#include "kernels/timing/cuda_timing.h"
 #include "simt/simt.h"
 
 namespace {
@@ -113,9 +113,9 @@ double omp_floor_seconds() {
     empty_omp_region(kKvHeads);  // the team is created on the first region
     std::vector<double> times(2001);
     for (double& t : times) {
-      const auto start = std::chrono::steady_clock::now();
+      const Stopwatch stopwatch;
       empty_omp_region(kKvHeads);
-      t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      t = stopwatch.seconds();
     }
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
     return times[times.size() / 2];
@@ -131,9 +131,9 @@ bench::CallTiming time_calls_median(benchmark::State& state, const std::function
   call();
   std::vector<double> times;
   for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch stopwatch;
     call();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = stopwatch.seconds();
     state.SetIterationTime(seconds);
     times.push_back(seconds);
   }

@@ -53,10 +53,11 @@ void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptio
     if (block16)
       out << "  paged, blocks of 16:         " << 100.0 * block16->waste.share_held()
           << "% (waste < one block per sequence) -> " << block16->sequences_fit << " sequences fit\n";
-    out << "  sharing at block 16: n = 4 parallel samples save " << 100.0 * report.parallel_sampling.saving()
-        << "%, a " << settings.system_prompt_tokens << "-token system prompt saves "
-        << 100.0 * report.system_prompt.saving() << "%\n"
-        << "  (the whole table: ./inferlab analyze --kv-waste; the vLLM paper measured 20.4-38.2% held before paging)\n\n";
+    out << "  sharing at block 16: n = 4 parallel samples save " << 100.0 * report.parallel_sampling.saving() << "%, a "
+        << settings.system_prompt_tokens << "-token system prompt saves " << 100.0 * report.system_prompt.saving()
+        << "%\n"
+        << "  (the whole table: ./inferlab analyze --kv-waste; the vLLM paper measured 20.4-38.2% held before "
+           "paging)\n\n";
   }
 
   // 2. The same tokens, contiguous and paged: one decode step each.
@@ -67,11 +68,12 @@ void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptio
     const Tensor<float> q = rng.normal_tensor({batch, heads, d});
     const Tensor<double> expected = decode_reference(q, contiguous);
     const DecodeVersion& simd = find_decode_version("cpu/decode_simd", Backend::cpu, KvDtype::fp16);
-    out << "One decode step, batch " << batch << ", L=" << L << ", " << heads << " heads, d=" << d
-        << ", fp16 cache (" << std::setprecision(0) << contiguous.bytes() / 1048576.0
+    out << "One decode step, batch " << batch << ", L=" << L << ", " << heads << " heads, d=" << d << ", fp16 cache ("
+        << std::setprecision(0) << contiguous.bytes() / 1048576.0
         << " MiB); paged: blocks of 16 tokens in scattered order (" << paged.paging().num_blocks << " blocks):\n";
-    out << "  " << std::left << std::setw(28) << "version, layout" << std::right << std::setw(9) << "ms"
-        << std::setw(9) << "GB/s" << std::setw(9) << "% read" << "   vs float64 oracle\n";
+    out << "  " << std::left << std::setw(28) << "version, layout" << std::right << std::setw(9) << "ms" << std::setw(9)
+        << "GB/s" << std::setw(9) << "% read"
+        << "   vs float64 oracle\n";
     double seconds[2] = {0.0, 0.0};
     int row = 0;
     for (const KvCache* cache : {&contiguous, &paged}) {
@@ -82,28 +84,29 @@ void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptio
       const DecodeMeasurement m = measure_decode(simd, *cache, heads, options.quick);
       seconds[row] = m.seconds;
       out << "  " << std::left << std::setw(28) << (simd.name + (row == 0 ? ", contiguous" : ", paged 16"))
-          << std::right << std::fixed << std::setprecision(2) << std::setw(9) << m.seconds * 1e3
-          << std::setprecision(1) << std::setw(9) << m.gbs() << std::setw(8) << 100.0 * m.gbs() / roofline.read_gbs
-          << "%   " << verdict(c) << "\n";
+          << std::right << std::fixed << std::setprecision(2) << std::setw(9) << m.seconds * 1e3 << std::setprecision(1)
+          << std::setw(9) << m.gbs() << std::setw(8) << 100.0 * m.gbs() / roofline.read_gbs << "%   " << verdict(c)
+          << "\n";
       ++row;
     }
     out << std::fixed << std::setprecision(2) << "  paged / contiguous time: " << seconds[1] / seconds[0]
         << " (fastest calls; the medians over block sizes 1-128 are ./inferlab bench ch06)\n";
     // cuda/decode on the emulator reads the same paged pool through the device block table.
-    const KvCache small = to_paged(random_full_cache({2, 2, options.quick ? 37 : 77, 64}, KvDtype::fp32, rng), 7,
-                                   rng.seed());
+    const KvCache small =
+        to_paged(random_full_cache({2, 2, options.quick ? 37 : 77, 64}, KvDtype::fp32, rng), 7, rng.seed());
     const Tensor<float> q_small = rng.normal_tensor({2, 4, 64});
     const DecodeVersion& device = find_decode_version("cuda/decode", Backend::sim, KvDtype::fp32);
     Tensor<float> o(q_small.shape());
     o.poison();
     device.run(q_small, small, o);
     out << "  " << device.name << " on the sim backend over a paged pool (blocks of 7, GQA 2:1): "
-        << verdict(compare_to_oracle(o, decode_reference(q_small, small), tolerance_for(device.precision)))
-        << "\n\n";
+        << verdict(compare_to_oracle(o, decode_reference(q_small, small), tolerance_for(device.precision))) << "\n\n";
   }
 
   // 3. Sharing blocks: a common system prompt through the prefix cache, a fork through
-  //    copy-on-write (runtime/paged/block_manager.h — bookkeeping only).
+  //    copy-on-write (runtime/paged/block_manager.h — bookkeeping only, over block tables that
+  //    live in the caller's sequences: here plain paged::BlockTable values, the engine's
+  //    Sequence holds one each).
   {
     const int64_t block = 16, system_tokens = 341, requests = 8;
     std::vector<int32_t> system_prompt(static_cast<size_t>(system_tokens));
@@ -111,23 +114,34 @@ void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptio
     int64_t blocks[2] = {0, 0}, cached = 0;
     for (const bool caching : {false, true}) {
       paged::BlockManager manager(4096, block, caching);
+      std::vector<paged::BlockTable> tables(static_cast<size_t>(requests));  // the requests' own tables
+      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(requests));
+      std::vector<paged::SequenceBlocks> live;
       for (int64_t r = 0; r < requests; ++r) {
         std::vector<int32_t> prompt = system_prompt;
         for (int i = 0; i < 40; ++i) prompt.push_back(int32_t(rng.integer(0, 31999)));
         const int64_t before = manager.num_free_blocks();
-        const paged::PromptAllocation a = manager.allocate_prompt(r, prompt);
-        manager.mark_computed(r, int64_t(prompt.size()));
+        paged::BlockTable& table = tables[size_t(r)];
+        const paged::PromptAllocation a = manager.allocate(table, prompt);
+        manager.mark_computed(table, int64_t(prompt.size()));
         blocks[caching] += before - manager.num_free_blocks();
         if (caching) cached += a.cached_tokens;
+        live.push_back({r, &table, {}});
+        prompts[size_t(r)] = std::move(prompt);
+        live.back().tokens = prompts[size_t(r)];
       }
-      manager.check_invariants();
+      manager.check_invariants(live);
     }
     paged::BlockManager manager(64, block);
     std::vector<int32_t> prompt(40, 7);
-    manager.allocate_prompt(0, prompt);
-    manager.mark_computed(0, 40);
-    manager.fork(0, 1);
-    const paged::SlotAllocation first = manager.append_slot(1, 1), second = manager.append_slot(1, 2);
+    paged::BlockTable parent;
+    manager.allocate(parent, prompt);
+    manager.mark_computed(parent, 40);
+    paged::BlockTable child = manager.fork(parent);
+    prompt.push_back(1);
+    const paged::SlotAllocation first = manager.append_slot(child, prompt);
+    prompt.push_back(2);
+    const paged::SlotAllocation second = manager.append_slot(child, prompt);
     out << "Sharing, blocks of " << block << ": " << requests << " requests = a " << system_tokens
         << "-token system prompt + 40 tokens each.\n"
         << "  without the prefix cache: " << blocks[0] << " blocks; with it: " << blocks[1] << ", and " << cached

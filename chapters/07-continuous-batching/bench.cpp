@@ -72,7 +72,7 @@ DecodeSetup& decode_setup() {
 void BM_decode_step(benchmark::State& state) {
   DecodeSetup& s = decode_setup();
   const int64_t B = state.range(0);
-  const model::ForwardBatch fb = serving::decode_batch(s.model, s.cache, B, kContext);
+  const model::StepPlan fb = serving::decode_batch(s.model, s.cache, B, kContext);
   const Cost cost = s.model.step_cost(fb);
   const double weight_bytes = double(s.model.config().weight_bytes());
   const bench::CallTiming t = bench::time_calls(state, [&] { benchmark::DoNotOptimize(s.model.forward(fb, s.cache)); });

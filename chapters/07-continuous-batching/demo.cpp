@@ -100,7 +100,7 @@ void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptio
         << " GB/s read):\n";
     out << "     B      AI   ms/step   GFLOP/s   tokens/s   % of roof\n";
     for (int64_t B = 1; B <= max_batch; B *= (options.quick ? 4 : 2)) {
-      const model::ForwardBatch fb = serving::decode_batch(m, cache, B, context);
+      const model::StepPlan fb = serving::decode_batch(m, cache, B, context);
       const Cost cost = m.step_cost(fb);
       m.forward(fb, cache);  // warm up (pages, caches, threads)
       double best = 1e30;

@@ -103,26 +103,21 @@ model::ForwardBatch decode_batch(const model::LlamaModel& model, const KvCache& 
   return fb;
 }
 
-std::string to_json(const ServingRun& r, bool with_steps) {
-  std::ostringstream o;
-  o.precision(9);
-  std::ostringstream run_json;
-  engine::write_run_json(run_json, r.config, r.stats, r.outputs);
-  o << "{\"name\": \"" << r.name << "\", \"run\": " << run_json.str();
+Json to_json(const ServingRun& r, bool with_steps) {
+  Json json = {{"name", r.name}, {"run", engine::run_json(r.config, r.stats, r.outputs)}};
   if (with_steps) {
-    o << ", \"steps\": [";
-    for (size_t i = 0; i < r.steps.size(); ++i) {
-      const auto& s = r.steps[i];
-      o << (i ? ",\n  " : "\n  ") << "{\"start\": " << s.start << ", \"seconds\": " << s.seconds
-        << ", \"decode_tokens\": " << s.decode_tokens << ", \"prefill_tokens\": " << s.prefill_tokens
-        << ", \"preemptions\": " << s.preemptions << ", \"free_blocks\": " << s.free_blocks << ", \"ids\": [";
-      for (size_t k = 0; k < s.ids.size(); ++k) o << (k ? ", " : "") << s.ids[k];
-      o << "]}";
-    }
-    o << "]";
+    Json steps = Json::array();
+    for (const engine::StepRecord& s : r.steps)
+      steps.push_back({{"start", json_number(s.start, 9)},
+                       {"seconds", json_number(s.seconds, 9)},
+                       {"decode_tokens", s.decode_tokens},
+                       {"prefill_tokens", s.prefill_tokens},
+                       {"preemptions", s.preemptions},
+                       {"free_blocks", s.free_blocks},
+                       {"ids", s.ids}});
+    json["steps"] = std::move(steps);
   }
-  o << "}";
-  return o.str();
+  return json;
 }
 
 }  // namespace inferlab::serving

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/metrics.h"
 #include "runtime/model/llama_model.h"
@@ -65,7 +66,8 @@ KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64
 /// @p context tokens, at position @p context, every one sampling.
 model::ForwardBatch decode_batch(const model::LlamaModel& model, const KvCache& cache, int64_t B, int64_t context);
 
-/// @p r as a JSON object; with @p with_steps, its per-step records (which requests ran).
-std::string to_json(const ServingRun& r, bool with_steps);
+/// @p r as a JSON object, {"name": …, "run": engine::run_json(…)}; with @p with_steps also
+/// "steps", its per-step records (which requests ran).
+Json to_json(const ServingRun& r, bool with_steps);
 
 }  // namespace inferlab::serving

@@ -47,6 +47,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cpu_micro_tile.h"
 #include "kernels/primitives/cpu_simd.h"
@@ -80,7 +81,7 @@ void attention_cpu_blocked(const Tensor<float>& q, const Tensor<float>& k, const
   const int64_t score_stride = num_panels * kNr + tiles::kScoreRowPad;
   const int64_t block_rows = std::clamp(kScoreBlockBytes / (score_stride * int64_t(sizeof(float))) / kMr * kMr,
                                         int64_t(kMr), std::min(kMaxBlockRows, round_up(L, kMr)));
-  const int64_t num_blocks = (L + block_rows - 1) / block_rows;
+  const int64_t num_blocks = ceil_div(L, block_rows);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 
 #pragma omp parallel
@@ -103,7 +104,7 @@ void attention_cpu_blocked(const Tensor<float>& q, const Tensor<float>& k, const
       load_query_block(q.data(), L, d, h, i0, rows, scale, q_block.data());
 
       // 2. S = Q·Kᵀ for the key panels the block can see (causal: none past the diagonal block).
-      for (int64_t panel = 0; panel < (kv_end + kNr - 1) / kNr; ++panel)
+      for (int64_t panel = 0; panel < ceil_div(kv_end, kNr); ++panel)
         for (int64_t t = 0; t < tiles; ++t)
           micro_tile<false>(d, q_block.data() + t * kMr * d, d, k_g + panel * d * kNr, kNr,
                             scores.data() + t * kMr * score_stride + panel * kNr, score_stride);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/ceil_div.h"
 #include "common/tensor.h"
 #include "kernels/attention/attention.h"
 #include "kernels/primitives/cpu_simd.h"
@@ -88,7 +89,7 @@ class PackedKv {
   PackedKv(const Tensor<float>& k, const Tensor<float>& v, const AttentionShape& shape)
       : seq_len_(shape.seq_len),
         head_dim_(shape.head_dim),
-        num_panels_((shape.seq_len + kNr - 1) / kNr),
+        num_panels_(ceil_div(shape.seq_len, kNr)),
         d_pad_(simd::round_up(shape.head_dim, kNr)),
         k_panels_(shape.num_kv_heads * num_panels_ * head_dim_ * kNr),
         v_rows_(shape.num_kv_heads * seq_len_ * d_pad_) {
@@ -151,7 +152,7 @@ struct QueryBlock {
 inline QueryBlock query_block(int64_t item, int64_t num_blocks, int64_t block_rows, const AttentionShape& shape) {
   const int64_t h = item / num_blocks, i0 = (item % num_blocks) * block_rows;
   const int64_t rows = std::min(block_rows, shape.seq_len - i0);
-  return {h, h / shape.group_size(), i0, rows, (rows + kMr - 1) / kMr, shape.causal ? i0 + rows : shape.seq_len};
+  return {h, h / shape.group_size(), i0, rows, ceil_div(rows, kMr), shape.causal ? i0 + rows : shape.seq_len};
 }
 
 /// Rows i0 … i0 + rows − 1 of query head @p h of @p q ([num_heads, L, d] floats), each element
@@ -160,7 +161,7 @@ inline QueryBlock query_block(int64_t item, int64_t num_blocks, int64_t block_ro
 /// versions multiply by K's panels.
 inline void load_query_block(const float* q, int64_t L, int64_t d, int64_t h, int64_t i0, int64_t rows, float scale,
                              float* dst) {
-  const int64_t padded_rows = (rows + kMr - 1) / kMr * kMr;
+  const int64_t padded_rows = simd::round_up(rows, kMr);
   for (int64_t r = 0; r < padded_rows; ++r)
     for (int64_t c = 0; c < d; ++c) dst[r * d + c] = r < rows ? q[(h * L + i0 + r) * d + c] * scale : 0.0f;
 }

@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/ceil_div.h"
 #include "kernels/attention/attention.h"
 #include "kernels/primitives/cpu_simd.h"
 
@@ -44,10 +45,6 @@ namespace inferlab {
 namespace {
 
 constexpr int64_t kMaxScoreFloats = int64_t(1) << 25;  // 128 MiB of scores per thread
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // Restores OpenBLAS's thread count when the call ends, exceptions included.
 class OpenblasSingleThreaded {

@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
 #include "kernels/primitives/softmax_warp.cuh"
 #include "kernels/decode/decode.h"
@@ -274,9 +275,9 @@ inline RowSplit split_row(int n) {
   while (G > 1 && n / G < 4) G /= 2;
   if (n / G > 8) {
     G = 1;
-    while (G < 32 && (n + G - 1) / G > 8) G *= 2;
+    while (G < 32 && ceil_div(n, G) > 8) G *= 2;
   }
-  int C = (n + G - 1) / G;
+  int C = ceil_div(n, G);
   if (C == 7) C = 8;
   if (C > 8) C = 16;
   return {G, C};

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/decode/cpu_decode_keys.h"
 #include "kernels/fused/split_kv.h"
@@ -34,7 +35,7 @@ template <class T, class Layout>
 void decode_split(const Tensor<float>& q, const KvCache& cache, const DecodeShape& s, const KvRows<T, float, Layout>& rows,
                   Tensor<float>& out, int64_t num_splits) {
   const int64_t d = s.head_dim, group = s.group_size(), d_pad = simd::round_up(d, kLanes);
-  const int64_t longest_split = (cache.max_length() + num_splits - 1) / num_splits;
+  const int64_t longest_split = ceil_div(cache.max_length(), num_splits);
   SplitPartials partials(s, num_splits);
 
 #pragma omp parallel

@@ -47,6 +47,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cpu_micro_tile.h"
 #include "kernels/primitives/cpu_simd.h"
@@ -77,7 +78,7 @@ void attention_cpu_flash(const Tensor<float>& q, const Tensor<float>& k, const T
   const tiles::PackedKv packed(k, v, shape);
   const int64_t d_pad = packed.d_pad();
   const int64_t block_rows = std::min(kBlockRows, round_up(L, kMr));
-  const int64_t num_blocks = (L + block_rows - 1) / block_rows;
+  const int64_t num_blocks = ceil_div(L, block_rows);
   const int64_t score_stride = kKeyBlock + tiles::kScoreRowPad;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
@@ -104,7 +105,7 @@ void attention_cpu_flash(const Tensor<float>& q, const Tensor<float>& k, const T
       for (int64_t j0 = 0; j0 < kv_end; j0 += kKeyBlock) {
         const int64_t block_keys = std::min(kKeyBlock, kv_end - j0);
         // S = Q_block · K_blockᵀ, whole panels (keys of a panel past the block are never read).
-        for (int64_t p = 0; p < (block_keys + kNr - 1) / kNr; ++p)
+        for (int64_t p = 0; p < ceil_div(block_keys, kNr); ++p)
           for (int64_t t = 0; t < tiles; ++t)
             micro_tile<false>(d, q_block.data() + t * kMr * d, d, packed.key_panel(g, j0 / kNr + p), kNr,
                               scores.data() + t * kMr * score_stride + p * kNr, score_stride);

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/ceil_div.h"
 #include "kernels/decode/cuda_decode_host.cuh"
 #include "kernels/fused/cuda_decode_split.cuh"
 #include "kernels/fused/cuda_decode_split.h"
@@ -48,7 +49,7 @@ __global__ void decode_split_partial_kernel(const float* q, KvRows<T, float, Lay
   const int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
   const int g = h / group_size;
   const int L = cache.lengths[b];
-  const int per_split = (L + num_splits - 1) / num_splits;  // split_range() of split_kv.h
+  const int per_split = ceil_div(L, num_splits);  // split_range() of split_kv.h
   const int begin = min(L, split * per_split), end = min(L, begin + per_split);
   const int n = end - begin;
   const size_t row = (size_t(b) * num_heads + h) * num_splits + split;
@@ -133,11 +134,11 @@ void decode_split_device(const DeviceDecode<T, float, Layout>& p, const DeviceSp
   require(p.max_length > 0 && p.max_length <= s.max_seq_len, "max_length", p.max_length,
           "must be in [1, max_seq_len = " + std::to_string(s.max_seq_len) + "]");
   require(s.batch <= 65535 && S <= 65535, "batch", s.batch, "and num_splits must be ≤ 65535 (grid.y, grid.z)");
-  const int64_t max_split = (p.max_length + S - 1) / S;
+  const int64_t max_split = ceil_div(p.max_length, S);
   require(max_split <= kMaxSplitTokens, "num_splits", S,
           "leaves splits of " + std::to_string(max_split) + " keys; at most " + std::to_string(kMaxSplitTokens) +
               " fit in shared memory: use at least " +
-              std::to_string((p.max_length + kMaxSplitTokens - 1) / kMaxSplitTokens) + " splits");
+              std::to_string(ceil_div(p.max_length, kMaxSplitTokens)) + " splits");
   const dim3 heads_by_batch(unsigned(s.num_heads), unsigned(s.batch));
   check_cuda(
       simt::launch(decode_split_partial_kernel<T, Layout>, dim3(unsigned(s.num_heads), unsigned(s.batch), unsigned(S)),

@@ -36,6 +36,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/ceil_div.h"
 #include "kernels/fused/cuda_fused.cuh"
 #include "kernels/fused/cuda_fused.h"
 #include "kernels/fused/fused.h"
@@ -168,7 +169,7 @@ void launch_flash(const DeviceAttention& problem, cudaStream_t stream) {
   if (shared_bytes > 48 * 1024)
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)),
                "cudaFuncSetAttribute (flash_forward)");
-  const dim3 grid(unsigned((s.seq_len + kBr - 1) / kBr), unsigned(s.num_heads));
+  const dim3 grid(unsigned(ceil_div(s.seq_len, kBr)), unsigned(s.num_heads));
   check_cuda(simt::launch(kernel, grid, dim3(kThreads), shared_bytes, stream, problem.q, problem.k, problem.v,
                           problem.out, int(s.seq_len), d, int(s.group_size()), problem.scale(), s.causal),
              "flash_forward");

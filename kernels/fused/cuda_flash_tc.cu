@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/ceil_div.h"
 #include "kernels/primitives/softmax_warp.cuh"
 #include "kernels/fused/cuda_fused.cuh"
 #include "kernels/fused/cuda_fused.h"
@@ -202,7 +203,7 @@ void attention_flash_tc_device(const DeviceAttentionOf<T>& problem, cudaStream_t
   if (shared_bytes > 48 * 1024)
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)),
                "cudaFuncSetAttribute (flash_tc_forward)");
-  const dim3 grid(unsigned((s.seq_len + kBr - 1) / kBr), unsigned(s.num_heads));
+  const dim3 grid(unsigned(ceil_div(s.seq_len, kBr)), unsigned(s.num_heads));
   check_cuda(
       simt::launch(kernel, grid, dim3(kThreads), shared_bytes, stream, problem.q, problem.k, problem.v, problem.out,
                    int(s.seq_len), int(s.head_dim), int(s.group_size()), problem.scale(), s.causal, layout),

@@ -31,6 +31,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "common/tensor.h"
 #include "kernels/decode/decode.h"
 
@@ -64,7 +65,7 @@ struct SplitRange {
 
 /// The keys of split @p split (see SplitRange).
 inline SplitRange split_range(int64_t length, int64_t num_splits, int64_t split) {
-  const int64_t per_split = (length + num_splits - 1) / num_splits;
+  const int64_t per_split = ceil_div(length, num_splits);
   const int64_t begin = std::min(length, split * per_split);
   return {begin, std::min(length, begin + per_split)};
 }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
 #include "common/half.h"
 #include "kernels/kv/fp8_e4m3.h"
@@ -69,7 +70,7 @@ KvCache::KvCache(const KvCacheShape& shape, KvFormat format, KvPaging paging)
   require(!format.per_channel(), "format", format.name(),
           "a paged cache shares blocks between sequences, so each row must carry its own K scale: use per-token "
           "INT8 scales");
-  max_blocks_per_seq_ = (shape.max_seq_len + paging.block_size - 1) / paging.block_size;
+  max_blocks_per_seq_ = ceil_div(shape.max_seq_len, paging.block_size);
   rows_per_layer_ = paging.num_blocks * shape.num_kv_heads * paging.block_size;
   block_table_.assign(size_t(shape.batch * max_blocks_per_seq_), -1);
   allocate_storage();
@@ -113,7 +114,7 @@ void KvCache::check_block(int64_t block, const char* what) const {
 
 void KvCache::require_mapped(int64_t sequence, int64_t tokens, const char* what) const {
   if (!paged() || tokens <= 0) return;
-  const int64_t needed = (tokens + paging_.block_size - 1) / paging_.block_size;
+  const int64_t needed = ceil_div(tokens, paging_.block_size);
   for (int64_t i = 0; i < needed; ++i)
     if (block_table_[size_t(sequence * max_blocks_per_seq_ + i)] < 0)
       require(false, what, tokens,
@@ -698,7 +699,7 @@ KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed, BlockO
   require_positive("block_size", block_size);
   require(!cache.paged(), "cache", "paged", "is already paged");
   const KvCacheShape& shape = cache.shape();
-  const int64_t blocks_per_seq = (shape.max_seq_len + block_size - 1) / block_size;
+  const int64_t blocks_per_seq = ceil_div(shape.max_seq_len, block_size);
   KvCache paged(shape, cache.format(), KvPaging{block_size, shape.batch * blocks_per_seq});
   std::vector<int32_t> ids(static_cast<size_t>(shape.batch * blocks_per_seq));
   if (order == BlockOrder::scattered) {

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
 #include "kernels/layers/cuda_layers.h"
 #include "kernels/primitives/cublas_handle.cuh"
@@ -93,7 +94,7 @@ void require_int(int64_t value, const char* name) {
 
 // Number of blocks of @p per_block threads covering @p count threads (≤ grid.x's limit).
 unsigned grid_for(int64_t count, int per_block, const char* what) {
-  const int64_t blocks = (count + per_block - 1) / per_block;
+  const int64_t blocks = ceil_div(count, per_block);
   require(blocks <= INT_MAX, what, count, "too many elements for one 1-D grid");
   return unsigned(blocks);
 }

@@ -29,6 +29,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+
+#include "common/ceil_div.h"
 #pragma GCC diagnostic pop
 #endif
 
@@ -158,7 +160,7 @@ inline Vec exp(Vec x) { return x < kExpLowest ? 0.0f : std::exp(x); }
 
 /// @p n rounded up to a multiple of @p multiple.
 constexpr int64_t round_up(int64_t n, int64_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
+  return ceil_div(n, multiple) * multiple;
 }
 
 /// A float buffer aligned to a 64-byte cache line, so that a vector load of a packed panel

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
 #include "kernels/attention/cuda_prefill.cuh"
 #include "kernels/timing/cuda_timing.h"
@@ -175,7 +176,7 @@ double time_decode(const DecodeShape& shape, int64_t seq_len, int64_t block_size
   // Paged (block_size > 0): a pool of exactly the blocks the batch needs, handed out in
   // scattered order (no block after its logical predecessor), as chapter 06's tests and CPU
   // benchmark use. Same element count as the contiguous cache when block_size divides max_seq_len.
-  const int64_t blocks_per_seq = block_size > 0 ? (shape.max_seq_len + block_size - 1) / block_size : 0;
+  const int64_t blocks_per_seq = block_size > 0 ? ceil_div(shape.max_seq_len, block_size) : 0;
   const size_t elements = block_size > 0 ? size_t(shape.batch * blocks_per_seq * block_size * shape.num_kv_heads *
                                                   shape.head_dim)
                                          : size_t(cache_shape.elements());

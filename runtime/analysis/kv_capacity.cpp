@@ -8,7 +8,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
+#include "common/json.h"
 #include "common/rng.h"
 #include "runtime/analysis/units.h"
 
@@ -71,7 +73,9 @@ int64_t checked_tokens(const std::vector<int64_t>& lengths, int64_t max_seq_len,
   return tokens;
 }
 
-int64_t blocks_for(int64_t tokens, int64_t block_size) { return (tokens + block_size - 1) / block_size; }
+int64_t blocks_for(int64_t tokens, int64_t block_size) {
+  return ceil_div(tokens, block_size);
+}
 
 }  // namespace
 
@@ -214,25 +218,45 @@ std::vector<KvWasteRow> kv_waste_table(const std::vector<int64_t>& lengths, int6
 
 namespace {
 
-// Every string this file writes into JSON is a fixed identifier, a built-in key, or a settings
-// field that kv_waste_report checks for quotes, backslashes and control characters: no escaping.
-void json_row(std::ostream& out, const KvWasteRow& row) {
-  const KvWaste& w = row.waste;
-  out << "{\"scheme\": \"" << row.scheme() << "\", \"block_size\": " << w.block_size
-      << ", \"max_seq_len\": " << w.max_seq_len << ", \"sequences\": " << w.sequences
-      << ", \"bytes_per_token\": " << w.bytes_per_token << ", \"tokens_held\": " << w.tokens_held
-      << ", \"tokens_reserved\": " << w.tokens_reserved << ", \"bytes_held\": " << w.bytes_held()
-      << ", \"bytes_reserved\": " << w.bytes_reserved() << ", \"share_held\": " << w.share_held()
-      << ", \"wasted_tokens\": " << w.wasted_tokens()
-      << ", \"wasted_tokens_per_sequence\": " << w.wasted_tokens_per_sequence()
-      << ", \"budget_bytes\": " << row.budget_bytes << ", \"sequences_fit\": " << row.sequences_fit << "}";
+// Figures in the JSON carry 12 significant digits (byte counts stay exact).
+Json figure(double value) {
+  return json_number(value, 12);
 }
 
-void json_sharing(std::ostream& out, const SharingBytes& s) {
-  out << "\"block_size\": " << s.block_size << ", \"sequences\": " << s.sequences
-      << ", \"blocks_without\": " << s.blocks_without << ", \"blocks_with\": " << s.blocks_with
-      << ", \"bytes_without\": " << s.bytes_without() << ", \"bytes_with\": " << s.bytes_with()
-      << ", \"saving\": " << s.saving();
+Json row_json(const KvWasteRow& row) {
+  const KvWaste& w = row.waste;
+  return {{"scheme", row.scheme()},
+          {"block_size", w.block_size},
+          {"max_seq_len", w.max_seq_len},
+          {"sequences", w.sequences},
+          {"bytes_per_token", w.bytes_per_token},
+          {"tokens_held", w.tokens_held},
+          {"tokens_reserved", w.tokens_reserved},
+          {"bytes_held", w.bytes_held()},
+          {"bytes_reserved", w.bytes_reserved()},
+          {"share_held", figure(w.share_held())},
+          {"wasted_tokens", w.wasted_tokens()},
+          {"wasted_tokens_per_sequence", figure(w.wasted_tokens_per_sequence())},
+          {"budget_bytes", row.budget_bytes},
+          {"sequences_fit", row.sequences_fit}};
+}
+
+Json rows_json(const std::vector<KvWasteRow>& rows) {
+  Json json = Json::array();
+  for (const KvWasteRow& row : rows) json.push_back(row_json(row));
+  return json;
+}
+
+// @p first (the case's own setting), then the shared fields of a sharing case.
+Json sharing_json(Json first, const SharingBytes& s) {
+  first["block_size"] = s.block_size;
+  first["sequences"] = s.sequences;
+  first["blocks_without"] = s.blocks_without;
+  first["blocks_with"] = s.blocks_with;
+  first["bytes_without"] = s.bytes_without();
+  first["bytes_with"] = s.bytes_with();
+  first["saving"] = figure(s.saving());
+  return first;
 }
 
 std::string percent(double share) { return format_number(100.0 * share, 3) + "%"; }
@@ -240,14 +264,7 @@ std::string percent(double share) { return format_number(100.0 * share, 3) + "%"
 }  // namespace
 
 std::string to_json(const std::vector<KvWasteRow>& rows) {
-  std::ostringstream out;
-  out << std::setprecision(12) << "[";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    out << (i == 0 ? "\n  " : ",\n  ");
-    json_row(out, rows[i]);
-  }
-  out << "\n]";
-  return out.str();
+  return format_json(rows_json(rows));
 }
 
 KvWasteReport kv_waste_report(const KvWasteSettings& settings) {
@@ -255,11 +272,6 @@ KvWasteReport kv_waste_report(const KvWasteSettings& settings) {
   require_positive("requests", settings.requests);
   require(settings.budget_bytes >= 0, "budget_bytes", settings.budget_bytes, "must be >= 0");
   require(settings.system_prompt_tokens >= 0, "system_prompt_tokens", settings.system_prompt_tokens, "must be >= 0");
-  for (const auto& [name, text] : {std::pair<const char*, const std::string&>{"model", settings.model},
-                                   std::pair<const char*, const std::string&>{"kv", settings.kv}}) {
-    const bool plain = std::none_of(text.begin(), text.end(), [](unsigned char c) { return c == '"' || c == '\\' || c < 0x20; });
-    require(plain, name, text, "must have no quotes, backslashes or control characters (it is written to JSON as is)");
-  }
   KvWasteReport report;
   report.settings = settings;
   report.distribution = find_length_distribution(settings.lengths);
@@ -344,27 +356,31 @@ void print_kv_waste_report(std::ostream& out, const KvWasteReport& r) {
 
 std::string to_json(const KvWasteReport& r) {
   const KvWasteSettings& s = r.settings;
-  std::ostringstream out;
-  out << std::setprecision(12);
-  out << "{\"settings\": {\"model\": \"" << s.model << "\", \"kv\": \"" << s.kv
-      << "\", \"bytes_per_token\": " << s.bytes_per_token << ", \"max_seq_len\": " << s.max_seq_len
-      << ", \"budget_bytes\": " << s.budget_bytes << ", \"lengths\": \"" << r.distribution.key
-      << "\", \"requests\": " << s.requests << ", \"seed\": " << s.seed
-      << ", \"sharing_block_size\": " << s.sharing_block_size << ", \"parallel_samples\": " << s.parallel_samples
-      << ", \"system_prompt_tokens\": " << s.system_prompt_tokens << "},\n";
-  out << " \"distribution\": {\"key\": \"" << r.distribution.key << "\", \"mean_prompt\": " << r.distribution.mean_prompt
-      << ", \"mean_output\": " << r.distribution.mean_output
-      << ", \"source\": \"vLLM paper (Kwon et al., SOSP 2023, arXiv:2309.06180), Fig. 11 legend\""
-      << ", \"shape\": \"geometric (our assumption)\"},\n";
-  out << " \"drawn\": {\"mean_prompt\": " << r.mean_prompt << ", \"mean_output\": " << r.mean_output
-      << ", \"mean_length\": " << r.mean_length << "},\n";
-  out << " \"rows\": " << to_json(r.rows) << ",\n";
-  out << " \"sharing\": {\"parallel_sampling\": {\"samples\": " << s.parallel_samples << ", ";
-  json_sharing(out, r.parallel_sampling);
-  out << "},\n             \"system_prompt\": {\"system_prompt_tokens\": " << s.system_prompt_tokens << ", ";
-  json_sharing(out, r.system_prompt);
-  out << "}}}\n";
-  return out.str();
+  Json json;
+  json["settings"] = {{"model", s.model},
+                      {"kv", s.kv},
+                      {"bytes_per_token", s.bytes_per_token},
+                      {"max_seq_len", s.max_seq_len},
+                      {"budget_bytes", s.budget_bytes},
+                      {"lengths", r.distribution.key},
+                      {"requests", s.requests},
+                      {"seed", s.seed},
+                      {"sharing_block_size", s.sharing_block_size},
+                      {"parallel_samples", s.parallel_samples},
+                      {"system_prompt_tokens", s.system_prompt_tokens}};
+  json["distribution"] = {{"key", r.distribution.key},
+                          {"mean_prompt", figure(r.distribution.mean_prompt)},
+                          {"mean_output", figure(r.distribution.mean_output)},
+                          {"source", "vLLM paper (Kwon et al., SOSP 2023, arXiv:2309.06180), Fig. 11 legend"},
+                          {"shape", "geometric (our assumption)"}};
+  json["drawn"] = {{"mean_prompt", figure(r.mean_prompt)},
+                   {"mean_output", figure(r.mean_output)},
+                   {"mean_length", figure(r.mean_length)}};
+  json["rows"] = rows_json(r.rows);
+  json["sharing"] = {
+      {"parallel_sampling", sharing_json({{"samples", s.parallel_samples}}, r.parallel_sampling)},
+      {"system_prompt", sharing_json({{"system_prompt_tokens", s.system_prompt_tokens}}, r.system_prompt)}};
+  return format_json(json) + "\n";
 }
 
 KvCapacity kv_capacity(double budget_bytes, int64_t max_seq_len, int64_t bytes_per_token, int64_t block_size,

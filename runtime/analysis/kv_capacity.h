@@ -211,8 +211,8 @@ std::string to_json(const std::vector<KvWasteRow>& rows);
 /// block sizes and the sharing cases.
 struct KvWasteSettings {
   std::string label;                                  ///< what the bytes belong to, e.g. "LLaMA-7B, fp16 KV" (printed, not in the JSON)
-  std::string model;                                  ///< the model's key, e.g. "llama-7b" (JSON; no quotes, backslashes or control characters)
-  std::string kv;                                     ///< the KV format, e.g. "fp16" (JSON; the same rule)
+  std::string model;                                  ///< the model's key, e.g. "llama-7b" (in the JSON)
+  std::string kv;                                     ///< the KV format, e.g. "fp16" (in the JSON)
   int64_t bytes_per_token = 0;                        ///< KV bytes of one token, all layers (kv_cache_size(...).bytes_per_token)
   int64_t max_seq_len = 2048;                         ///< the contiguous slot, and the longest sequence drawn
   int64_t budget_bytes = int64_t{16} << 30;           ///< the KV budget (16 GiB)

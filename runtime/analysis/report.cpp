@@ -5,6 +5,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/json.h"
 #include "runtime/analysis/units.h"
 
 namespace inferlab::analysis {
@@ -68,33 +69,30 @@ int64_t kv_element_size(KvFormat kv) {
   return kv == KvFormat::fp32 ? 4 : kv == KvFormat::fp16 || kv == KvFormat::bf16 ? 2 : 1;
 }
 
-std::string json_string(const std::string& text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    quoted += c;
-  }
-  return quoted + "\"";
+// Figures in the JSON carry 12 significant digits (byte and FLOP counts stay exact).
+Json figure(double value) {
+  return json_number(value, 12);
 }
 
-void json_strings(std::ostream& out, const std::vector<std::string>& items) {
-  out << "[";
-  for (size_t i = 0; i < items.size(); ++i) out << (i ? ", " : "") << json_string(items[i]);
-  out << "]";
-}
-
-void json_stage(std::ostream& out, const StageCost& s) {
-  out << "{\"flops\": " << s.flops() << ", \"linear_flops\": " << s.linear_flops
-      << ", \"attention_flops\": " << s.attention_flops << ", \"bytes\": " << s.bytes()
-      << ", \"weight_bytes\": " << s.weight_bytes << ", \"kv_read_bytes\": " << s.kv_read_bytes
-      << ", \"kv_write_bytes\": " << s.kv_write_bytes << ", \"attention_bytes\": " << s.attention_bytes
-      << ", \"arithmetic_intensity\": " << s.arithmetic_intensity() << ", \"ridge_point\": " << s.ridge_point()
-      << ", \"bound\": \"" << (s.memory_bound() ? "memory" : "compute") << "\""
-      << ", \"peak_gflops\": " << s.peak_gflops << ", \"bandwidth_gbs\": " << s.bandwidth_gbs
-      << ", \"compute_seconds\": " << s.compute_seconds() << ", \"memory_seconds\": " << s.memory_seconds()
-      << ", \"seconds\": " << s.seconds() << ", \"tokens\": " << s.tokens
-      << ", \"tokens_per_second\": " << s.tokens_per_second() << "}";
+Json stage_json(const StageCost& s) {
+  return {{"flops", figure(s.flops())},
+          {"linear_flops", figure(s.linear_flops)},
+          {"attention_flops", figure(s.attention_flops)},
+          {"bytes", figure(s.bytes())},
+          {"weight_bytes", figure(s.weight_bytes)},
+          {"kv_read_bytes", figure(s.kv_read_bytes)},
+          {"kv_write_bytes", figure(s.kv_write_bytes)},
+          {"attention_bytes", figure(s.attention_bytes)},
+          {"arithmetic_intensity", figure(s.arithmetic_intensity())},
+          {"ridge_point", figure(s.ridge_point())},
+          {"bound", s.memory_bound() ? "memory" : "compute"},
+          {"peak_gflops", figure(s.peak_gflops)},
+          {"bandwidth_gbs", figure(s.bandwidth_gbs)},
+          {"compute_seconds", figure(s.compute_seconds())},
+          {"memory_seconds", figure(s.memory_seconds())},
+          {"seconds", figure(s.seconds())},
+          {"tokens", figure(s.tokens)},
+          {"tokens_per_second", figure(s.tokens_per_second())}};
 }
 
 // The capacity lines under the KV cache: contiguous slots vs paged blocks in the memory left.
@@ -123,9 +121,11 @@ void print_capacity(std::ostream& out, const KvCapacity& c) {
   line("paged, " + std::to_string(c.paged.waste.block_size) + "-token blocks", c.paged, times.str());
 }
 
-void json_capacity_row(std::ostream& out, const KvWasteRow& row) {
-  out << "{\"sequences_fit\": " << row.sequences_fit << ", \"share_held\": " << row.waste.share_held()
-      << ", \"max_seq_len\": " << row.waste.max_seq_len << ", \"block_size\": " << row.waste.block_size << "}";
+Json capacity_row_json(const KvWasteRow& row) {
+  return {{"sequences_fit", row.sequences_fit},
+          {"share_held", figure(row.waste.share_held())},
+          {"max_seq_len", row.waste.max_seq_len},
+          {"block_size", row.waste.block_size}};
 }
 
 }  // namespace
@@ -255,70 +255,75 @@ std::string to_json(const Analysis& a) {
   const Workload& w = a.workload;
   const ModelShape& m = w.model;
   const DeviceSpec& dev = w.device;
-  std::ostringstream out;
-  out << std::setprecision(12);
-  out << "{\"model\": {\"name\": " << json_string(m.name) << ", \"key\": " << json_string(m.key)
-      << ", \"hidden_size\": " << m.hidden_size << ", \"num_layers\": " << m.num_layers
-      << ", \"num_heads\": " << m.num_heads << ", \"num_kv_heads\": " << m.num_kv_heads
-      << ", \"head_dim\": " << m.head_dim() << ", \"ffn_size\": " << m.ffn_size << ", \"vocab_size\": " << m.vocab_size
-      << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false") << ", \"params\": " << m.total_params()
-      << ", \"streamed_params\": " << m.streamed_params() << "},\n";
-  out << " \"device\": {\"name\": " << json_string(dev.name) << ", \"key\": " << json_string(dev.key)
-      << ", \"bandwidth_gbs\": " << dev.bandwidth_gbs << ", \"peak_gflops\": " << dev.peak_gflops
-      << ", \"fp8_gflops\": " << dev.fp8_gflops << ", \"memory_gb\": " << dev.memory_gb
-      << ", \"ridge_point\": " << dev.ridge_point() << ", \"peak_note\": " << json_string(dev.peak_note)
-      << ", \"source\": " << json_string(dev.source) << ", \"measured\": " << (dev.measured ? "true" : "false")
-      << ", \"fp32_gflops\": " << dev.fp32_gflops << ", \"decode_bandwidth_gbs\": " << dev.decode_bandwidth_gbs()
-      << "},\n";
-  out << " \"workload\": {\"batch\": " << w.batch << ", \"context\": " << w.context
-      << ", \"prompt\": " << w.prompt_tokens() << ", \"weights\": \"" << to_string(w.weights) << "\", \"kv\": \""
-      << to_string(w.kv) << "\"},\n";
-  out << " \"weights\": {\"held_bytes\": " << a.weights.held << ", \"streamed_bytes\": " << a.weights.streamed
-      << ", \"quantized_bytes\": " << a.weights.quantized << ", \"kept_16bit_bytes\": " << a.weights.kept_16bit
-      << "},\n";
-  out << " \"kv_cache\": {\"bytes_per_token_per_layer\": " << a.kv.bytes_per_token_per_layer
-      << ", \"scale_bytes_per_token_per_layer\": " << a.kv.scale_bytes_per_token_per_layer
-      << ", \"bytes_per_token\": " << a.kv.bytes_per_token << ", \"bytes_per_layer\": " << a.kv.bytes_per_layer
-      << ", \"bytes_per_sequence\": " << a.kv.bytes_per_sequence << ", \"total_bytes\": " << a.kv.total_bytes << "},\n";
-  out << " \"prefill\": ";
-  json_stage(out, a.prefill);
-  out << ",\n \"decode\": ";
-  json_stage(out, a.decode);
-  out << ",\n \"kv_equals_weights_tokens\": " << a.kv_equals_weights_tokens
-      << ", \"kv_equals_weights_batch\": " << a.kv_equals_weights_batch << ", \"memory_bytes\": " << a.memory_bytes;
-  out << ",\n \"fits\": ";
-  if (a.memory_known) {
-    out << "{\"memory_bytes\": " << dev.memory_gb * 1e9 << ", \"fits\": " << (a.fits ? "true" : "false")
-        << ", \"max_batch\": " << a.max_batch_fits << ", \"max_context\": " << a.max_context_fits << "}";
-  } else {
-    out << "null";
-  }
-  out << ",\n \"other_formats\": [";
+  Json json;
+  json["model"] = {{"name", m.name},
+                   {"key", m.key},
+                   {"hidden_size", m.hidden_size},
+                   {"num_layers", m.num_layers},
+                   {"num_heads", m.num_heads},
+                   {"num_kv_heads", m.num_kv_heads},
+                   {"head_dim", m.head_dim()},
+                   {"ffn_size", m.ffn_size},
+                   {"vocab_size", m.vocab_size},
+                   {"tied_embeddings", m.tied_embeddings},
+                   {"params", m.total_params()},
+                   {"streamed_params", m.streamed_params()}};
+  json["device"] = {{"name", dev.name},
+                    {"key", dev.key},
+                    {"bandwidth_gbs", figure(dev.bandwidth_gbs)},
+                    {"peak_gflops", figure(dev.peak_gflops)},
+                    {"fp8_gflops", figure(dev.fp8_gflops)},
+                    {"memory_gb", figure(dev.memory_gb)},
+                    {"ridge_point", figure(dev.ridge_point())},
+                    {"peak_note", dev.peak_note},
+                    {"source", dev.source},
+                    {"measured", dev.measured},
+                    {"fp32_gflops", figure(dev.fp32_gflops)},
+                    {"decode_bandwidth_gbs", figure(dev.decode_bandwidth_gbs())}};
+  json["workload"] = {{"batch", w.batch},
+                      {"context", w.context},
+                      {"prompt", w.prompt_tokens()},
+                      {"weights", std::string(to_string(w.weights))},
+                      {"kv", std::string(to_string(w.kv))}};
+  json["weights"] = {{"held_bytes", figure(a.weights.held)},
+                     {"streamed_bytes", figure(a.weights.streamed)},
+                     {"quantized_bytes", figure(a.weights.quantized)},
+                     {"kept_16bit_bytes", figure(a.weights.kept_16bit)}};
+  json["kv_cache"] = {{"bytes_per_token_per_layer", a.kv.bytes_per_token_per_layer},
+                      {"scale_bytes_per_token_per_layer", a.kv.scale_bytes_per_token_per_layer},
+                      {"bytes_per_token", a.kv.bytes_per_token},
+                      {"bytes_per_layer", a.kv.bytes_per_layer},
+                      {"bytes_per_sequence", a.kv.bytes_per_sequence},
+                      {"total_bytes", a.kv.total_bytes}};
+  json["prefill"] = stage_json(a.prefill);
+  json["decode"] = stage_json(a.decode);
+  json["kv_equals_weights_tokens"] = figure(a.kv_equals_weights_tokens);
+  json["kv_equals_weights_batch"] = figure(a.kv_equals_weights_batch);
+  json["memory_bytes"] = figure(a.memory_bytes);
+  json["fits"] = nullptr;
+  if (a.memory_known)
+    json["fits"] = {{"memory_bytes", figure(dev.memory_gb * 1e9)},
+                    {"fits", a.fits},
+                    {"max_batch", a.max_batch_fits},
+                    {"max_context", a.max_context_fits}};
+  json["other_formats"] = Json::array();
   const double base = a.decode.tokens_per_second();
-  bool first = true;
-  for (const FormatFloor& f : other_formats(w)) {
-    out << (first ? "" : ", ") << "{\"label\": " << json_string(f.label) << ", \"weights\": \"" << to_string(f.weights)
-        << "\", \"kv\": \"" << to_string(f.kv) << "\", \"decode_tokens_per_second\": " << f.tokens_per_second
-        << ", \"speedup\": " << f.tokens_per_second / base << "}";
-    first = false;
-  }
-  out << "],\n \"warnings\": ";
-  json_strings(out, a.warnings);
-  out << ",\n \"assumptions\": ";
-  json_strings(out, a.assumptions);
-  out << ",\n \"kv_capacity\": ";
-  if (a.capacity.known) {
-    out << "{\"budget_bytes\": " << a.capacity.budget_bytes << ", \"lengths\": " << json_string(a.capacity.distribution)
-        << ", \"mean_length\": " << a.capacity.mean_length << ", \"contiguous\": ";
-    json_capacity_row(out, a.capacity.contiguous);
-    out << ", \"paged\": ";
-    json_capacity_row(out, a.capacity.paged);
-    out << "}";
-  } else {
-    out << "null";
-  }
-  out << "}\n";
-  return out.str();
+  for (const FormatFloor& f : other_formats(w))
+    json["other_formats"].push_back({{"label", f.label},
+                                     {"weights", std::string(to_string(f.weights))},
+                                     {"kv", std::string(to_string(f.kv))},
+                                     {"decode_tokens_per_second", figure(f.tokens_per_second)},
+                                     {"speedup", figure(f.tokens_per_second / base)}});
+  json["warnings"] = a.warnings;
+  json["assumptions"] = a.assumptions;
+  json["kv_capacity"] = nullptr;
+  if (a.capacity.known)
+    json["kv_capacity"] = {{"budget_bytes", figure(a.capacity.budget_bytes)},
+                           {"lengths", a.capacity.distribution},
+                           {"mean_length", figure(a.capacity.mean_length)},
+                           {"contiguous", capacity_row_json(a.capacity.contiguous)},
+                           {"paged", capacity_row_json(a.capacity.paged)}};
+  return format_json(json) + "\n";
 }
 
 void print_catalog(std::ostream& out) {
@@ -350,33 +355,39 @@ void print_catalog(std::ostream& out) {
 }
 
 std::string catalog_json() {
-  std::ostringstream out;
-  out << std::setprecision(12) << "{\"models\": [";
-  bool first = true;
-  for (const ModelShape& m : builtin_models()) {
-    out << (first ? "\n  " : ",\n  ") << "{\"key\": " << json_string(m.key) << ", \"name\": " << json_string(m.name)
-        << ", \"hidden_size\": " << m.hidden_size << ", \"num_layers\": " << m.num_layers
-        << ", \"num_heads\": " << m.num_heads << ", \"num_kv_heads\": " << m.num_kv_heads
-        << ", \"head_dim\": " << m.head_dim() << ", \"ffn_size\": " << m.ffn_size
-        << ", \"vocab_size\": " << m.vocab_size << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false")
-        << ", \"params\": " << m.total_params() << ", \"kv_bytes_per_token_per_layer_fp16\": "
-        << kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer << "}";
-    first = false;
-  }
-  out << "],\n \"devices\": [";
-  first = true;
-  for (const DeviceSpec& d : builtin_devices()) {
-    out << (first ? "\n  " : ",\n  ") << "{\"key\": " << json_string(d.key) << ", \"name\": " << json_string(d.name)
-        << ", \"bandwidth_gbs\": " << d.bandwidth_gbs << ", \"peak_gflops\": " << d.peak_gflops
-        << ", \"fp8_gflops\": " << d.fp8_gflops << ", \"fp32_gflops\": " << d.fp32_gflops
-        << ", \"memory_gb\": " << d.memory_gb << ", \"ridge_point\": " << d.ridge_point()
-        << ", \"peak_note\": " << json_string(d.peak_note) << ", \"source\": " << json_string(d.source) << "}";
-    first = false;
-  }
-  out << ",\n  {\"key\": \"this\", \"name\": \"this machine\", \"source\": \"inferlab roofline\"}";
-  out << "],\n \"weight_formats\": [\"fp32\", \"fp16\", \"bf16\", \"fp8\", \"int8\", \"int4\"],"
-      << " \"kv_formats\": [\"fp32\", \"fp16\", \"bf16\", \"fp8\", \"int8\"]}\n";
-  return out.str();
+  Json models = Json::array();
+  for (const ModelShape& m : builtin_models())
+    models.push_back(
+        {{"key", m.key},
+         {"name", m.name},
+         {"hidden_size", m.hidden_size},
+         {"num_layers", m.num_layers},
+         {"num_heads", m.num_heads},
+         {"num_kv_heads", m.num_kv_heads},
+         {"head_dim", m.head_dim()},
+         {"ffn_size", m.ffn_size},
+         {"vocab_size", m.vocab_size},
+         {"tied_embeddings", m.tied_embeddings},
+         {"params", m.total_params()},
+         {"kv_bytes_per_token_per_layer_fp16", kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer}});
+  Json devices = Json::array();
+  for (const DeviceSpec& d : builtin_devices())
+    devices.push_back({{"key", d.key},
+                       {"name", d.name},
+                       {"bandwidth_gbs", figure(d.bandwidth_gbs)},
+                       {"peak_gflops", figure(d.peak_gflops)},
+                       {"fp8_gflops", figure(d.fp8_gflops)},
+                       {"fp32_gflops", figure(d.fp32_gflops)},
+                       {"memory_gb", figure(d.memory_gb)},
+                       {"ridge_point", figure(d.ridge_point())},
+                       {"peak_note", d.peak_note},
+                       {"source", d.source}});
+  devices.push_back({{"key", "this"}, {"name", "this machine"}, {"source", "inferlab roofline"}});
+  const Json json = {{"models", models},
+                     {"devices", devices},
+                     {"weight_formats", {"fp32", "fp16", "bf16", "fp8", "int8", "int4"}},
+                     {"kv_formats", {"fp32", "fp16", "bf16", "fp8", "int8"}}};
+  return format_json(json) + "\n";
 }
 
 }  // namespace inferlab::analysis

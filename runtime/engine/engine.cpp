@@ -1,14 +1,21 @@
-// The serving engine (engine.h). One step:
+// The serving engine (engine.h): scheduler + model runner + loop. One step:
 //   1. arrivals whose time has come join the waiting queue;
-//   2. plan: continuous — plan_step() (decodes, prompt chunks, admissions under the budgets);
-//      static — admit a whole batch only when none is running, else decode it;
-//   3. materialize the plan in order: a decode appends a slot (copy-on-write or a fresh block
-//      when needed); when the pool is empty, preempt choose_victim()'s request (recompute: its
-//      blocks are freed, it goes to the front of the waiting queue with all its tokens and
-//      num_computed = 0) until the slot fits or the request itself was the victim; an admission
-//      allocates its whole prompt's blocks (prefix-cache hits shared), or stops the admissions;
-//   4. one forward over the flattened batch (rows in cache-row order), then sampling for every
-//      sequence whose chunk reached its last token, and finishing.
+//   2. schedule, memory included: continuous — plan_step() (decodes, prompt chunks, admissions
+//      under the budgets) over the sequences as the step starts; static — admit a whole batch
+//      only when none is running, else decode it. The chunks are then walked once, in order,
+//      each securing its memory before anything is written: a decode's newest token gets a slot
+//      (copy-on-write or a fresh block when needed); while the pool cannot hold it,
+//      choose_victim()'s request is preempted (recompute: its blocks are freed, it goes to the
+//      front of the waiting queue with all its tokens and num_computed = 0; a victim's chunk is
+//      not run, and its tokens of the budget are not handed to others — the decisions are those
+//      of the plan made at the start of the step); an admission takes its whole prompt's blocks
+//      (prefix-cache hits shared) or stops the admissions;
+//   3. the StepPlan is written once from what survived (model/step_plan.h): packed tokens,
+//      cu_seqlens_q, context lengths, block tables, slots, logits indices, block copies, fresh
+//      blocks;
+//   4. the model runner (LlamaModel::forward) applies the plan to the cache and runs it; then
+//      sampling for every sequence whose chunk reached its last token, the step's deltas, and
+//      finishing.
 #include "runtime/engine/engine.h"
 
 #include <algorithm>
@@ -20,7 +27,6 @@
 
 #include "common/check.h"
 #include "runtime/engine/sampling.h"
-#include "runtime/paged/paged_kv.h"
 
 namespace inferlab::engine {
 
@@ -51,7 +57,7 @@ namespace {
 
 // Why a request whose generated tokens are @p tokens stops now (its newest token is a stop id, or
 // it has max_new_tokens), or nullopt — the engine and generate_alone() stop by the same rule.
-std::optional<FinishReason> finish_reason(const SamplingParams& sampling, const std::vector<int32_t>& tokens) {
+std::optional<FinishReason> finish_reason(const SamplingParams& sampling, std::span<const int32_t> tokens) {
   if (std::find(sampling.stop_ids.begin(), sampling.stop_ids.end(), tokens.back()) != sampling.stop_ids.end())
     return FinishReason::stop;
   if (int64_t(tokens.size()) >= sampling.max_new_tokens) return FinishReason::length;
@@ -67,42 +73,51 @@ EngineConfig validated(EngineConfig config, const model::LlamaModel& model) {
 
 }  // namespace
 
+RequestOutput Sequence::output(FinishReason reason) const {
+  RequestOutput out;
+  out.id = id;
+  out.prompt.assign(prompt().begin(), prompt().end());
+  out.tokens.assign(generated().begin(), generated().end());
+  out.reason = reason;
+  out.metrics = metrics;
+  return out;
+}
+
 Engine::Engine(const model::LlamaModel& model, EngineConfig config)
     : model_(model),
       config_(validated(config, model)),
       manager_(config_.num_blocks, config_.block_size, config_.prefix_caching),
       cache_(model.kv_shape(config_.max_num_seqs, config_.max_seq_len), KvDtype::fp32,
-             KvPaging{config_.block_size, config_.num_blocks}),
-      lengths_(size_t(config_.max_num_seqs), 0) {
-  for (int64_t r = config_.max_num_seqs - 1; r >= 0; --r) free_rows_.push_back(r);
-}
+             KvPaging{config_.block_size, config_.num_blocks}) {}
 
-void Engine::add_request(Request request) {
-  const int64_t id = request.id;
-  require(!seen_.contains(id), "request id", id, "is already used by another request");
-  require(!request.prompt.empty(), "request " + std::to_string(id) + " prompt.size()", 0, "must be ≥ 1");
+int64_t Engine::add_request(Request request) {
+  const int64_t id = next_id_;
+  const std::string name = "request " + std::to_string(id);
+  require(!request.prompt.empty(), name + " prompt.size()", 0, "must be ≥ 1");
   const int64_t vocab = model_.config().vocab_size;
   for (size_t i = 0; i < request.prompt.size(); ++i)  // the message is built only for a bad id
     if (request.prompt[i] < 0 || request.prompt[i] >= vocab)
-      require(false, "request " + std::to_string(id) + " prompt[" + std::to_string(i) + "]", request.prompt[i],
+      require(false, name + " prompt[" + std::to_string(i) + "]", request.prompt[i],
               "must be a token id in [0, " + std::to_string(vocab) + ")");
   request.sampling.validate();
   const int64_t total = int64_t(request.prompt.size()) + request.sampling.max_new_tokens;
-  require(total <= config_.max_seq_len, "request " + std::to_string(id) + " prompt + max_new_tokens", total,
+  require(total <= config_.max_seq_len, name + " prompt + max_new_tokens", total,
           "exceeds max_seq_len = " + std::to_string(config_.max_seq_len));
-  require(manager_.blocks_needed(total) <= config_.num_blocks, "request " + std::to_string(id) + " blocks needed",
-          manager_.blocks_needed(total), "exceed the pool's " + std::to_string(config_.num_blocks) + " blocks");
-  require(request.arrival >= 0.0, "request " + std::to_string(id) + " arrival", request.arrival, "must be ≥ 0");
-  seen_.insert(id);
+  require(manager_.blocks_needed(total) <= config_.num_blocks, name + " blocks needed", manager_.blocks_needed(total),
+          "exceed the pool's " + std::to_string(config_.num_blocks) + " blocks");
+  require(request.arrival >= 0.0, name + " arrival", request.arrival, "must be ≥ 0");
+  ++next_id_;
   Sequence s;
-  s.tokens = request.prompt;
-  s.rng_state = request.sampling.seed;
-  s.output.id = id;
-  s.output.prompt = request.prompt;
-  s.output.metrics.arrival = request.arrival;
-  s.request = std::move(request);
-  pending_.emplace(s.request.arrival, id);
+  s.id = id;
+  s.prompt_len = int64_t(request.prompt.size());
+  s.tokens = std::move(request.prompt);
+  s.sampling = std::move(request.sampling);
+  s.rng_state = s.sampling.seed;
+  s.arrival = request.arrival;
+  s.metrics.arrival = request.arrival;
+  pending_.emplace(s.arrival, id);
   sequences_.emplace(id, std::move(s));
+  return id;
 }
 
 void Engine::admit_arrivals() {
@@ -121,229 +136,224 @@ bool Engine::abort(int64_t id) {
       break;
     }
   std::erase(waiting_, id);
-  finish(id, FinishReason::aborted);
+  aborted_.push_back(finish(id, FinishReason::aborted));
   return true;
 }
 
 void Engine::release(Sequence& s) {
-  if (s.row < 0) return;
-  manager_.free(s.request.id);
-  lengths_[size_t(s.row)] = 0;
-  cache_.detach_sequence(s.row);  // no poisoning: its full blocks may stay in the prefix cache
-  free_rows_.push_back(s.row);
-  s.row = -1;
-  s.num_computed = 0;  // the KV is gone: a preempted request recomputes everything
-  std::erase(running_, s.request.id);
+  if (s.status != SequenceStatus::running) return;
+  manager_.free(s.block_table);  // no poisoning: its full blocks may stay in the prefix cache
+  s.num_computed = 0;            // the KV is gone: a preempted request recomputes everything
+  s.status = SequenceStatus::waiting;
+  std::erase(running_, s.id);
 }
 
-void Engine::finish(int64_t id, FinishReason reason) {
+RequestDelta Engine::finish(int64_t id, FinishReason reason) {
   Sequence& s = sequence(id);
   release(s);
-  s.output.reason = reason;
-  s.output.metrics.finish = now_;
-  outputs_.push_back(std::move(s.output));
+  s.status = SequenceStatus::finished;
+  s.metrics.finish = now_;
+  outputs_.push_back(s.output(reason));
   sequences_.erase(id);
+  return {id, {}, reason};
 }
 
 void Engine::preempt(int64_t id) {
   Sequence& s = sequence(id);
   release(s);
-  ++s.output.metrics.preemptions;
+  ++s.metrics.preemptions;
   ++stats_.preemptions;
   waiting_.push_front(id);
 }
 
-std::vector<RequestOutput> Engine::take_outputs() { return std::exchange(outputs_, {}); }
-
-// Step 2: the plan, as (id, tokens) in the order to materialize it.
-std::vector<Engine::Planned> Engine::plan() {
-  std::vector<Planned> out;
-  if (config_.policy == BatchingPolicy::static_batch) {
-    if (!running_.empty()) {
-      for (const int64_t id : running_) out.push_back({id, 1, true});
-      return out;
-    }
-    // A new batch: as many waiting requests as fit with max_seq_len reserved for each.
-    const int64_t reserve = manager_.blocks_needed(config_.max_seq_len);
-    for (const int64_t id : waiting_) {
-      if (int64_t(out.size()) >= config_.max_num_seqs || int64_t(out.size() + 1) * reserve > config_.num_blocks) break;
-      out.push_back({id, int64_t(sequence(id).tokens.size()), false});
-    }
-    return out;
-  }
-  std::vector<SequenceDemand> running, waiting;
-  for (const int64_t id : running_) {
-    const Sequence& s = sequence(id);
-    running.push_back({id, int64_t(s.tokens.size()) - s.num_computed});
-  }
-  // Admissions stop at max_num_seqs: the planner never looks further down the queue.
-  for (const int64_t id : waiting_) {
-    if (int64_t(running.size() + waiting.size()) >= config_.max_num_seqs) break;
-    waiting.push_back({id, int64_t(sequence(id).tokens.size())});
-  }
-  const StepLimits limits{config_.max_num_batched_tokens, config_.max_num_seqs, config_.chunk_size,
-                          config_.chunked_prefill};
-  for (const ScheduledChunk& c : plan_step(running, waiting, limits)) {
-    const Sequence& s = sequence(c.id);
-    // A decode needs a slot for its newest token; a prompt's last token (remaining 1 too) has one.
-    out.push_back({c.id, c.tokens, s.row >= 0 && manager_.num_tokens(c.id) < int64_t(s.tokens.size())});
-  }
-  return out;
+std::vector<RequestOutput> Engine::take_outputs() {
+  return std::exchange(outputs_, {});
 }
 
-bool Engine::step() {
-  const auto started = std::chrono::steady_clock::now();
-  admit_arrivals();
-  if (running_.empty() && waiting_.empty()) {
-    if (pending_.empty()) return !sequences_.empty();
-    now_ = std::max(now_, pending_.begin()->first);  // idle until the next arrival
-    admit_arrivals();
+// Step 2: what runs, each entry with its memory secured, in plan order.
+std::vector<Engine::Scheduled> Engine::schedule(int64_t& preemptions) {
+  // The chunks, as (id, tokens) over the sequences as the step starts.
+  std::vector<ScheduledChunk> chunks;
+  if (config_.policy == BatchingPolicy::static_batch) {
+    if (!running_.empty()) {
+      for (const int64_t id : running_) chunks.push_back({id, 1});
+    } else {
+      // A new batch: as many waiting requests as fit with max_seq_len reserved for each.
+      const int64_t reserve = manager_.blocks_needed(config_.max_seq_len);
+      for (const int64_t id : waiting_) {
+        if (int64_t(chunks.size()) >= config_.max_num_seqs || int64_t(chunks.size() + 1) * reserve > config_.num_blocks)
+          break;
+        chunks.push_back({id, int64_t(sequence(id).tokens.size())});
+      }
+    }
+  } else {
+    std::vector<SequenceDemand> running, waiting;
+    for (const int64_t id : running_) {
+      const Sequence& s = sequence(id);
+      running.push_back({id, int64_t(s.tokens.size()) - s.num_computed});
+    }
+    // Admissions stop at max_num_seqs: the planner never looks further down the queue.
+    for (const int64_t id : waiting_) {
+      if (int64_t(running.size() + waiting.size()) >= config_.max_num_seqs) break;
+      waiting.push_back({id, int64_t(sequence(id).tokens.size())});
+    }
+    const StepLimits limits{config_.max_num_batched_tokens, config_.max_num_seqs, config_.chunk_size,
+                            config_.chunked_prefill};
+    chunks = plan_step(running, waiting, limits);
   }
 
-  std::vector<Planned> planned = plan();
-  std::vector<Planned> batch;      // materialized, in plan order
-  std::vector<int64_t> slots_of;   // decode slot per batch entry (−1: a chunk)
-  int64_t preemptions = 0;
+  std::vector<Scheduled> out;
+  std::set<int64_t> preempted;  // in this step
   bool admitting = true;
-  std::set<int64_t> preempted;  // in this step: they wait for a later one
-  for (const Planned& p : planned) {
-    if (preempted.contains(p.id)) continue;
-    Sequence& s = sequence(p.id);
-    if (s.row >= 0 && p.decode) {
-      // A decode: a slot for its last token, preempting the newest requests while the pool is full.
-      while (!manager_.can_append(p.id)) {
+  for (const ScheduledChunk& c : chunks) {
+    if (preempted.contains(c.id)) continue;  // it waits for a later step
+    Sequence& s = sequence(c.id);
+    if (s.status == SequenceStatus::running && s.block_table.num_tokens < int64_t(s.tokens.size())) {
+      // A decode: a slot for its newest token, preempting the newest requests while the pool is full.
+      while (!manager_.can_append(s.block_table)) {
         std::vector<VictimCandidate> candidates;
         for (const int64_t id : running_) {
           const Sequence& r = sequence(id);
-          candidates.push_back({id, r.request.arrival, r.num_computed});
+          candidates.push_back({id, r.arrival, r.num_computed});
         }
         const int64_t victim = candidates[size_t(choose_victim(candidates))].id;
-        for (size_t i = 0; i < batch.size(); ++i)
-          if (batch[i].id == victim) {
-            batch.erase(batch.begin() + int64_t(i));
-            slots_of.erase(slots_of.begin() + int64_t(i));
-            break;
-          }
         preempt(victim);
         preempted.insert(victim);
         ++preemptions;
-        if (victim == p.id) break;
+        if (victim == c.id) break;
       }
-      if (s.row < 0) continue;  // it was the victim
-      const paged::SlotAllocation a = manager_.append_slot(p.id, s.tokens.back());
-      paged::apply_slot(cache_, s.row, manager_, p.id, a);
-      batch.push_back(p);
-      slots_of.push_back(a.slot);
-    } else if (s.row >= 0) {
-      batch.push_back(p);  // the next chunk of a prompt whose blocks are allocated
-      slots_of.push_back(-1);
+      if (s.status != SequenceStatus::running) continue;  // it was the victim
+      const paged::SlotAllocation a = manager_.append_slot(s.block_table, s.tokens);
+      Scheduled entry{c.id, c.tokens, true, {}, {}};
+      if (a.copy) entry.copies.push_back(*a.copy);
+      if (a.new_block && !a.copy) entry.fresh.push_back(*a.new_block);
+      out.push_back(std::move(entry));
+    } else if (s.status == SequenceStatus::running) {
+      out.push_back({c.id, c.tokens, false, {}, {}});  // the next chunk of a prompt whose blocks are allocated
     } else if (admitting) {
-      if (free_rows_.empty()) {
+      if (int64_t(running_.size()) >= config_.max_num_seqs) {
         admitting = false;
         continue;
       }
       // Headroom (continuous): after this prompt's blocks, one free block per running sequence.
-      const int64_t headroom =
-          config_.policy == BatchingPolicy::continuous && !running_.empty()
-              ? config_.headroom_blocks_per_seq * (int64_t(running_.size()) + 1)
-              : 0;
+      const int64_t headroom = config_.policy == BatchingPolicy::continuous && !running_.empty()
+                                   ? config_.headroom_blocks_per_seq * (int64_t(running_.size()) + 1)
+                                   : 0;
       if (manager_.num_free_blocks() - manager_.blocks_to_allocate(s.tokens) < headroom) {
         admitting = false;
         continue;
       }
-      const paged::PromptAllocation a = manager_.allocate_prompt(p.id, s.tokens);
+      const paged::PromptAllocation a = manager_.allocate(s.block_table, s.tokens);
       if (a.status != paged::BlockStatus::ok) {
         admitting = false;  // first come, first served: no later request overtakes this one
         continue;
       }
-      s.row = free_rows_.back();
-      free_rows_.pop_back();
-      paged::apply_prompt(cache_, s.row, manager_, p.id, a);
+      s.status = SequenceStatus::running;
       s.num_computed = a.cached_tokens;
       stats_.prefix_hit_tokens += a.cached_tokens;
       if (!s.admitted_once) {
         s.admitted_once = true;
-        s.output.metrics.cached_prompt_tokens = a.cached_tokens;
-        stats_.prompt_tokens += int64_t(s.request.prompt.size());
+        s.metrics.cached_prompt_tokens = a.cached_tokens;
+        stats_.prompt_tokens += s.prompt_len;
       }
-      std::erase(waiting_, p.id);
-      running_.push_back(p.id);
-      batch.push_back({p.id, std::min(p.tokens, int64_t(s.tokens.size()) - s.num_computed), false});
-      slots_of.push_back(-1);
+      std::erase(waiting_, c.id);
+      running_.push_back(c.id);
+      out.push_back({c.id, std::min(c.tokens, int64_t(s.tokens.size()) - s.num_computed), false, {}, a.new_blocks});
     }
   }
-  if (batch.empty()) {
+  return out;  // a victim chosen after its own entry was secured is no longer running: not written
+}
+// Step 3: the plan, written once from the scheduled entries whose sequences still run.
+void Engine::write_plan(const std::vector<Scheduled>& scheduled) {
+  plan_ = model::StepPlan{};
+  std::vector<int64_t> slots;
+  for (const Scheduled& e : scheduled) {
+    const Sequence& s = sequence(e.id);
+    if (s.status != SequenceStatus::running) continue;  // preempted after its entry was secured
+    const int64_t first = s.num_computed, context = first + e.tokens;
+    slots.clear();
+    for (int64_t t = first; t < context; ++t) slots.push_back(manager_.slot(s.block_table, t));
+    plan_.add_sequence(std::span<const int32_t>(s.tokens).subspan(size_t(first), size_t(e.tokens)), slots, context,
+                       s.block_table.blocks, context == int64_t(s.tokens.size()));
+    plan_.block_copies.insert(plan_.block_copies.end(), e.copies.begin(), e.copies.end());
+    plan_.fresh_blocks.insert(plan_.fresh_blocks.end(), e.fresh.begin(), e.fresh.end());
+  }
+}
+
+StepOutput Engine::step() {
+  StepOutput out;
+  out.deltas = std::exchange(aborted_, {});
+  const auto started = std::chrono::steady_clock::now();
+  admit_arrivals();
+  if (running_.empty() && waiting_.empty()) {
+    out.more = !sequences_.empty();
+    if (pending_.empty()) return out;
+    now_ = std::max(now_, pending_.begin()->first);  // idle until the next arrival
+    admit_arrivals();
+  }
+  out.more = true;
+  int64_t preemptions = 0;
+  const std::vector<Scheduled> scheduled = schedule(preemptions);
+  write_plan(scheduled);
+  if (plan_.num_seqs() == 0) {
     if (running_.empty() && !waiting_.empty() && preemptions == 0)
       throw std::logic_error("Engine::step: nothing could run although the pool is free (request " +
                              std::to_string(waiting_.front()) + ")");
-    return true;
+    return out;
   }
-  run_batch(batch, slots_of, preemptions, started);
-  return true;
+  run_plan(scheduled, preemptions, started, out.deltas);
+  return out;
 }
 
-void Engine::run_batch(const std::vector<Planned>& batch, const std::vector<int64_t>& slots_of, int64_t preemptions,
-                       std::chrono::steady_clock::time_point started) {
-  // The flattened batch, rows in increasing cache-row order (prefill_with_cache's contract).
-  std::vector<size_t> order(batch.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return sequence(batch[a].id).row < sequence(batch[b].id).row; });
-  model::ForwardBatch fb;
-  fb.chunk_lengths.assign(size_t(config_.max_num_seqs), 0);
-  std::vector<int64_t> sampled;  // batch entries that sample, in logits order
+void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptions,
+                      std::chrono::steady_clock::time_point started, std::vector<RequestDelta>& deltas) {
   StepRecord record;
   record.start = now_;
-  for (const size_t i : order) {
-    const Planned& p = batch[i];
-    Sequence& s = sequence(p.id);
-    const int64_t first = s.num_computed;
-    for (int64_t t = first; t < first + p.tokens; ++t) {
-      fb.tokens.push_back(s.tokens[size_t(t)]);
-      fb.slots.push_back(slots_of[i] >= 0 ? slots_of[i] : cache_.slot(s.row, t));
-    }
-    fb.chunk_lengths[size_t(s.row)] = p.tokens;
-    lengths_[size_t(s.row)] = first + p.tokens;
-    if (first + p.tokens == int64_t(s.tokens.size())) {
-      fb.logit_tokens.push_back(int64_t(fb.tokens.size()) - 1);
-      sampled.push_back(int64_t(i));
-    }
-    (p.decode ? record.decode_tokens : record.prefill_tokens) += p.tokens;
-    record.ids.push_back(p.id);
-    if (s.output.metrics.first_scheduled < 0) s.output.metrics.first_scheduled = now_;
+  std::vector<int64_t> ran;  // the plan's sequences, in plan order
+  for (const Scheduled& e : scheduled) {
+    Sequence& s = sequence(e.id);
+    if (s.status != SequenceStatus::running) continue;
+    ran.push_back(e.id);
+    (e.decode ? record.decode_tokens : record.prefill_tokens) += e.tokens;
+    record.ids.push_back(e.id);
+    if (s.metrics.first_scheduled < 0) s.metrics.first_scheduled = now_;
   }
-  fb.lengths = lengths_;
-  const Tensor<float> logits = model_.forward(fb, cache_);
+  const Tensor<float> logits = model_.forward(plan_, cache_);
 
   // Bookkeeping: computed tokens, the prefix cache, sampling.
-  for (const size_t i : order) {
-    const Planned& p = batch[i];
-    Sequence& s = sequence(p.id);
-    const int64_t first = s.num_computed;
-    stats_.recomputed_tokens += std::max<int64_t>(0, std::min(s.high_water, first + p.tokens) - first);
-    s.num_computed += p.tokens;
+  std::vector<int64_t> sampled;  // in logits order
+  for (size_t i = 0; i < ran.size(); ++i) {
+    Sequence& s = sequence(ran[i]);
+    const int64_t first = s.num_computed, tokens = plan_.query_len(int64_t(i));
+    stats_.recomputed_tokens += std::max<int64_t>(0, std::min(s.high_water, first + tokens) - first);
+    s.num_computed += tokens;
     s.high_water = std::max(s.high_water, s.num_computed);
-    s.output.metrics.computed_tokens += p.tokens;
-    stats_.computed_tokens += p.tokens;
-    if (config_.prefix_caching) manager_.mark_computed(p.id, s.num_computed);
+    s.metrics.computed_tokens += tokens;
+    stats_.computed_tokens += tokens;
+    if (config_.prefix_caching) manager_.mark_computed(s.block_table, s.num_computed);
+    if (config_.check_invariants &&
+        (plan_.context_lens[i] != s.num_computed || plan_.block_tables[i] != s.block_table.blocks))
+      throw std::logic_error("Engine: the plan's sequence " + std::to_string(i) + " (request " + std::to_string(s.id) +
+                             ") disagrees with the request's table or computed tokens");
+    if (s.num_computed == int64_t(s.tokens.size())) sampled.push_back(s.id);
   }
   const double seconds =
       config_.clock == ClockMode::real
           ? std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()
-          : config_.simulated_fixed_seconds + config_.simulated_token_seconds * double(fb.tokens.size());
+          : config_.simulated_fixed_seconds + config_.simulated_token_seconds * double(plan_.token_ids.size());
   now_ += seconds;
   std::vector<std::pair<int64_t, FinishReason>> finished;
   for (size_t k = 0; k < sampled.size(); ++k) {
-    const int64_t id = batch[size_t(sampled[k])].id;
-    Sequence& s = sequence(id);
+    Sequence& s = sequence(sampled[k]);
     const std::span<const float> row(logits.data() + int64_t(k) * logits.dim(1), size_t(logits.dim(1)));
-    const int32_t token = choose_token(row, s.request.sampling, s.rng_state);
+    const int32_t token = choose_token(row, s.sampling, s.rng_state);
     s.tokens.push_back(token);
-    s.output.tokens.push_back(token);
-    s.output.metrics.token_times.push_back(now_);
-    if (s.output.metrics.first_token < 0) s.output.metrics.first_token = now_;
+    s.metrics.token_times.push_back(now_);
+    if (s.metrics.first_token < 0) s.metrics.first_token = now_;
     ++stats_.generated_tokens;
-    if (const auto reason = finish_reason(s.request.sampling, s.output.tokens)) finished.push_back({id, *reason});
+    RequestDelta delta{s.id, {token}, finish_reason(s.sampling, s.generated())};
+    if (delta.finish) finished.push_back({s.id, *delta.finish});
+    deltas.push_back(std::move(delta));
   }
   for (const auto& [id, reason] : finished) finish(id, reason);
 
@@ -356,7 +366,24 @@ void Engine::run_batch(const std::vector<Planned>& batch, const std::vector<int6
     record.free_blocks = manager_.num_free_blocks();
     records_.push_back(std::move(record));
   }
-  if (config_.check_invariants) manager_.check_invariants();
+  if (config_.check_invariants) check_state();
+}
+
+// The invariants of check_invariants mode: the plan agrees with the sequences it was written
+// from (while they still hold the step's blocks), and the block manager's hold over the live
+// tables.
+void Engine::check_state() const {
+  std::vector<paged::SequenceBlocks> live;
+  for (const int64_t id : running_) {
+    const Sequence& s = sequence(id);
+    if (s.status != SequenceStatus::running)
+      throw std::logic_error("Engine: request " + std::to_string(id) + " is in the running list but not running");
+    live.push_back({id, &s.block_table, s.tokens});
+  }
+  for (const auto& [id, s] : sequences_)
+    if (s.status != SequenceStatus::running && !s.block_table.empty())
+      throw std::logic_error("Engine: request " + std::to_string(id) + " holds blocks but is not running");
+  manager_.check_invariants(live);
 }
 
 RequestOutput generate_alone(const model::LlamaModel& model, const Request& request) {
@@ -370,16 +397,15 @@ RequestOutput generate_alone(const model::LlamaModel& model, const Request& requ
   uint64_t rng_state = request.sampling.seed;
   std::vector<int32_t> chunk = request.prompt;
   int64_t length = 0;
+  std::vector<int64_t> slots;
   while (true) {
-    model::ForwardBatch fb;
-    fb.tokens = chunk;
-    fb.chunk_lengths = {int64_t(chunk.size())};
-    fb.lengths = {length + int64_t(chunk.size())};
-    for (int64_t t = length; t < fb.lengths[0]; ++t) fb.slots.push_back(cache.slot(0, t));
-    fb.logit_tokens = {int64_t(chunk.size()) - 1};
-    const Tensor<float> logits = model.forward(fb, cache);
+    model::StepPlan plan;
+    slots.clear();
+    for (int64_t t = length; t < length + int64_t(chunk.size()); ++t) slots.push_back(cache.slot(0, t));
+    length += int64_t(chunk.size());
+    plan.add_sequence(chunk, slots, length, {}, true);
+    const Tensor<float> logits = model.forward(plan, cache);
     out.metrics.computed_tokens += int64_t(chunk.size());
-    length = fb.lengths[0];
     const int32_t token = choose_token(logits.span(), request.sampling, rng_state);
     out.tokens.push_back(token);
     if (const auto reason = finish_reason(request.sampling, out.tokens)) {

@@ -1,10 +1,13 @@
 #pragma once
 /// @file engine.h
-/// The serving engine of chapter 07: requests wait, run and leave; each step the scheduler plans
-/// a flattened token batch (step_planner.h) — running decodes first, then prompt chunks — under
-/// a token budget and a sequence budget, allocates its KV blocks from chapter 06's pool
-/// (runtime/paged), preempts when the pool cannot hold the step, runs the model once, and
-/// samples. Two policies share everything:
+/// The serving engine of chapter 07 = scheduler + model runner + loop. Each request is one
+/// Sequence (sequence.h) that the scheduler owns; each step the scheduler plans the tokens to
+/// run (step_planner.h: running decodes first, then prompt chunks, under a token budget and a
+/// sequence budget), secures their KV memory from chapter 06's pool (runtime/paged) while
+/// planning — preempting when the pool cannot hold a decode's slot — and writes the step once
+/// into a StepPlan (runtime/model/step_plan.h) that the model runner (LlamaModel::forward)
+/// applies to the cache and runs; then it samples and reports the step's deltas. Two policies
+/// share everything:
 ///  - **continuous** (iteration-level scheduling, Orca, with paging as vLLM): a request joins at
 ///    any step and leaves as soon as it is done; the batch is bounded by the memory actually
 ///    used; prompts can be chunked (Sarathi);
@@ -23,12 +26,12 @@
 #include <deque>
 #include <map>
 #include <optional>
-#include <set>
 #include <string_view>
 #include <vector>
 
 #include "kernels/kv/kv_cache.h"
 #include "runtime/engine/request.h"
+#include "runtime/engine/sequence.h"
 #include "runtime/engine/step_planner.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/paged/block_manager.h"
@@ -37,7 +40,7 @@ namespace inferlab::engine {
 
 /// How requests are batched.
 enum class BatchingPolicy {
-  continuous,  ///< iteration-level: join and leave at every step
+  continuous,    ///< iteration-level: join and leave at every step
   static_batch,  ///< fixed batches, max-length reservation, wait for all
 };
 
@@ -53,25 +56,28 @@ enum class ClockMode {
 /// The engine's settings.
 struct EngineConfig {
   BatchingPolicy policy = BatchingPolicy::continuous;  ///< how requests are batched
-  int64_t max_num_seqs = 16;            ///< sequences in the running batch (rows of the KV cache)
-  int64_t max_num_batched_tokens = 256; ///< token budget of one step
-  int64_t chunk_size = 256;             ///< most prompt tokens of one sequence per step
-  bool chunked_prefill = true;          ///< cut long prompts into chunks (continuous only)
-  int64_t block_size = 16;              ///< tokens per KV block
-  int64_t num_blocks = 256;             ///< blocks in the pool: the KV memory
-  bool prefix_caching = true;           ///< share computed full prompt blocks between requests
+  int64_t max_num_seqs = 16;                           ///< sequences in the running batch (the rows of a step)
+  int64_t max_num_batched_tokens = 256;                ///< token budget of one step
+  int64_t chunk_size = 256;                            ///< most prompt tokens of one sequence per step
+  bool chunked_prefill = true;                         ///< cut long prompts into chunks (continuous only)
+  int64_t block_size = 16;                             ///< tokens per KV block
+  int64_t num_blocks = 256;                            ///< blocks in the pool: the KV memory
+  bool prefix_caching = true;                          ///< share computed full prompt blocks between requests
   /// Continuous admissions leave this many free blocks per running sequence (the new one
   /// included) after taking a prompt's blocks: room for the running requests to grow into their
   /// next block before anyone must be preempted. 0 admits while the prompt fits (and preempts
   /// as soon as decodes need blocks — thrashing when memory is tight).
   int64_t headroom_blocks_per_seq = 1;
-  int64_t max_seq_len = 512;            ///< most tokens of one request (prompt + generated)
-  ClockMode clock = ClockMode::real;    ///< how time advances
+  int64_t max_seq_len = 512;          ///< most tokens of one request (prompt + generated)
+  ClockMode clock = ClockMode::real;  ///< how time advances
   /// Simulated clock: seconds per step = fixed + per_token · tokens in the step.
   double simulated_fixed_seconds = 1e-3;
   double simulated_token_seconds = 1e-4;  ///< see simulated_fixed_seconds
-  bool record_steps = false;            ///< keep a StepRecord per step (for plots)
-  bool check_invariants = false;        ///< run the block manager's invariant check after each step
+  bool record_steps = false;              ///< keep a StepRecord per step (for plots)
+  /// After each step: the block manager's invariants over the live sequences' tables, and the
+  /// step plan's agreement with the sequences it was written from (the forward checks that every
+  /// plan is well formed in any mode: check_step_plan()).
+  bool check_invariants = false;
 
   /// Throws std::invalid_argument naming a bad setting.
   void validate() const;
@@ -79,50 +85,63 @@ struct EngineConfig {
 
 /// What one step did (kept when EngineConfig::record_steps).
 struct StepRecord {
-  double start = 0.0;    ///< when it began, on the engine's clock
-  double seconds = 0.0;  ///< how long it took on that clock
-  int64_t decode_tokens = 0;          ///< sequences that decoded one token
-  int64_t prefill_tokens = 0;         ///< prompt (or recomputed) tokens
-  int64_t preemptions = 0;            ///< requests preempted while planning it
-  int64_t free_blocks = 0;            ///< after the step
-  std::vector<int64_t> ids;           ///< the requests that ran, in batch order
+  double start = 0.0;          ///< when it began, on the engine's clock
+  double seconds = 0.0;        ///< how long it took on that clock
+  int64_t decode_tokens = 0;   ///< sequences that decoded one token
+  int64_t prefill_tokens = 0;  ///< prompt (or recomputed) tokens
+  int64_t preemptions = 0;     ///< requests preempted while planning it
+  int64_t free_blocks = 0;     ///< after the step
+  std::vector<int64_t> ids;    ///< the requests that ran, in batch order
 };
 
 /// Counters over the engine's life.
 struct EngineStats {
-  int64_t steps = 0;                ///< forward calls
-  int64_t preemptions = 0;          ///< requests preempted (each recomputes its tokens)
-  int64_t recomputed_tokens = 0;    ///< tokens computed again after a preemption
-  int64_t prefix_hit_tokens = 0;    ///< prompt tokens served by the prefix cache
-  int64_t prompt_tokens = 0;        ///< prompt tokens admitted (first admission of each request)
-  int64_t generated_tokens = 0;     ///< tokens sampled
-  int64_t computed_tokens = 0;      ///< tokens run through the model
-  int64_t max_running = 0;          ///< largest running batch
-  double busy_seconds = 0.0;        ///< clock time spent in steps
+  int64_t steps = 0;              ///< forward calls
+  int64_t preemptions = 0;        ///< requests preempted (each recomputes its tokens)
+  int64_t recomputed_tokens = 0;  ///< tokens computed again after a preemption
+  int64_t prefix_hit_tokens = 0;  ///< prompt tokens served by the prefix cache
+  int64_t prompt_tokens = 0;      ///< prompt tokens admitted (first admission of each request)
+  int64_t generated_tokens = 0;   ///< tokens sampled
+  int64_t computed_tokens = 0;    ///< tokens run through the model
+  int64_t max_running = 0;        ///< largest running batch
+  double busy_seconds = 0.0;      ///< clock time spent in steps
 };
 
-/// The engine: a model, a paged KV cache over a block pool, queues and a scheduler.
+/// What Engine::step() did: whether the engine had anything to do, and the step's deltas.
+struct StepOutput {
+  bool more = false;  ///< false: the engine was empty (nothing pending, waiting or running)
+  /// Per request that produced something — tokens, or its finish — in this step, in plan order;
+  /// the aborts since the previous step come first.
+  std::vector<RequestDelta> deltas;
+  /// @ref more: `while (engine.step())` runs the engine dry.
+  explicit operator bool() const { return more; }
+};
+
+/// The engine: a model, a paged KV cache over a block pool, the sequences and a scheduler.
 class Engine {
  public:
   /// An engine serving @p model (kept by reference: it must outlive the engine) with @p config.
   /// Throws std::invalid_argument for a bad config (max_seq_len above the model's, …).
   Engine(const model::LlamaModel& model, EngineConfig config);
 
-  /// Queues @p request; it may run from its arrival time on. Throws std::invalid_argument (and
-  /// queues nothing) for a duplicate id, an empty prompt, a token outside the vocabulary, bad
-  /// sampling parameters, or a request that can never fit: prompt + max_new_tokens above
-  /// max_seq_len, or more blocks than the whole pool.
-  void add_request(Request request);
+  /// Queues @p request and returns its id: 0, 1, 2, … in the order requests were added (never
+  /// reused; request.id, a caller's label, is not read). It may run from its arrival time on.
+  /// Throws std::invalid_argument (and queues nothing, using no id) for an empty prompt, a
+  /// token outside the vocabulary, bad sampling parameters, or a request that can never fit:
+  /// prompt + max_new_tokens above max_seq_len, or more blocks than the whole pool.
+  int64_t add_request(Request request);
 
   /// Aborts request @p id wherever it is (arrival pending, waiting, running): its blocks are
-  /// freed now and it leaves with FinishReason::aborted. Returns false when no such request is
-  /// in the engine (unknown, or already finished).
+  /// freed now and it leaves with FinishReason::aborted: its output is in outputs() now, and the
+  /// next step()'s deltas report the abort (once). Returns false when no such request is in the
+  /// engine (unknown, or already finished).
   bool abort(int64_t id);
 
-  /// Runs one step: admits arrivals, plans, allocates (preempting when needed), runs the model
-  /// and samples. When nothing can run before the next arrival, moves the clock there instead.
-  /// Returns false when the engine is empty (nothing pending, waiting or running).
-  bool step();
+  /// Runs one step: admits arrivals, plans with memory (preempting when needed), runs the model
+  /// on the plan and samples. When nothing can run before the next arrival, moves the clock
+  /// there instead. Returns the step's deltas; its `more` is false when the engine was empty
+  /// (nothing pending, waiting or running).
+  StepOutput step();
 
   /// Steps until every request has left. @p progress, if set, is called after each step.
   template <class Progress>
@@ -156,45 +175,45 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   /// The block manager (refcounts, prefix cache, free blocks), read-only.
   const paged::BlockManager& blocks() const { return manager_; }
+  /// The sequences in the engine (pending, waiting, running), by id, read-only.
+  const std::map<int64_t, Sequence>& sequences() const { return sequences_; }
+  /// The last step's plan (the model runner's input), read-only.
+  const model::StepPlan& last_plan() const { return plan_; }
   /// The KV cache, read-only.
   const KvCache& cache() const { return cache_; }
 
  private:
-  struct Sequence {
-    Request request;
-    std::vector<int32_t> tokens;  // prompt, then generated
-    int64_t num_computed = 0;     // tokens whose K/V are in the cache
-    int64_t row = -1;             // cache row while it holds blocks
-    uint64_t rng_state = 0;
-    RequestOutput output;
-    bool admitted_once = false;
-    int64_t high_water = 0;       // most tokens ever computed (recomputation below it)
-  };
-  struct Planned {
-    int64_t id, tokens;
-    bool decode;  // its newest (sampled) token needs a slot: append_slot
+  // One entry of a step, decided with its memory: the tokens [num_computed, + tokens) of id.
+  struct Scheduled {
+    int64_t id = 0, tokens = 0;
+    bool decode = false;                   // its newest (sampled) token got a slot in this step
+    std::vector<paged::BlockCopy> copies;  // the block operations its allocation asked for
+    std::vector<int32_t> fresh;
   };
 
   void admit_arrivals();
-  std::vector<Planned> plan();
+  std::vector<Scheduled> schedule(int64_t& preemptions);
+  void write_plan(const std::vector<Scheduled>& scheduled);
   void preempt(int64_t id);
   void release(Sequence& s);
-  void finish(int64_t id, FinishReason reason);
-  void run_batch(const std::vector<Planned>& batch, const std::vector<int64_t>& slots_of, int64_t preemptions,
-                 std::chrono::steady_clock::time_point started);
+  RequestDelta finish(int64_t id, FinishReason reason);
+  void run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptions,
+                std::chrono::steady_clock::time_point started, std::vector<RequestDelta>& deltas);
+  void check_state() const;
   Sequence& sequence(int64_t id) { return sequences_.at(id); }
+  const Sequence& sequence(int64_t id) const { return sequences_.at(id); }
 
   const model::LlamaModel& model_;
   EngineConfig config_;
   paged::BlockManager manager_;
   KvCache cache_;
-  std::map<int64_t, Sequence> sequences_;        // every request in the engine
-  std::multimap<double, int64_t> pending_;       // not yet arrived: arrival → id
-  std::deque<int64_t> waiting_;                  // arrived, not running (preempted ones in front)
-  std::vector<int64_t> running_;                 // admission order
-  std::vector<int64_t> free_rows_;               // cache rows without a sequence
-  std::vector<int64_t> lengths_;                 // the cache's length per row
-  std::set<int64_t> seen_;                       // every id ever added (ids are never reused)
+  std::map<int64_t, Sequence> sequences_;   // every request in the engine: its one state
+  std::multimap<double, int64_t> pending_;  // not yet arrived: arrival → id
+  std::deque<int64_t> waiting_;             // arrived, not running (preempted ones in front)
+  std::vector<int64_t> running_;            // admission order
+  int64_t next_id_ = 0;                     // the next add_request()'s id
+  model::StepPlan plan_;                    // the last step's plan
+  std::vector<RequestDelta> aborted_;       // aborts not yet reported by a step
   std::vector<RequestOutput> outputs_;
   std::vector<StepRecord> records_;
   EngineStats stats_;

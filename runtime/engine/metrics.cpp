@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <sstream>
 
 namespace inferlab::engine {
 
@@ -63,24 +62,28 @@ std::vector<double> inter_token_gaps(std::span<const RequestOutput> outputs, int
 }
 
 namespace {
-std::string json(const Percentiles& p) {
-  std::ostringstream o;
-  o.precision(9);
-  o << "{\"p50\": " << p.p50 << ", \"p99\": " << p.p99 << ", \"mean\": " << p.mean << ", \"count\": " << p.count << "}";
-  return o.str();
+// Seconds and rates carry 9 significant digits in the JSON (nanoseconds of a run of seconds).
+Json figure(double value) {
+  return json_number(value, 9);
+}
+
+Json to_json(const Percentiles& p) {
+  return {{"p50", figure(p.p50)}, {"p99", figure(p.p99)}, {"mean", figure(p.mean)}, {"count", p.count}};
 }
 }  // namespace
 
-std::string to_json(const ServingSummary& s) {
-  std::ostringstream o;
-  o.precision(9);
-  o << "{\"requests\": " << s.requests << ", \"finished\": " << s.finished
-    << ", \"generated_tokens\": " << s.generated_tokens << ", \"makespan_s\": " << s.makespan
-    << ", \"tokens_per_s\": " << s.tokens_per_second << ", \"ttft_s\": " << json(s.ttft)
-    << ", \"tpot_s\": " << json(s.tpot) << ", \"itl_s\": " << json(s.itl) << ", \"itl_max_s\": " << s.itl_max
-    << ", \"latency_s\": " << json(s.latency)
-    << ", \"preemptions\": " << s.preemptions << "}";
-  return o.str();
+Json to_json(const ServingSummary& s) {
+  return {{"requests", s.requests},
+          {"finished", s.finished},
+          {"generated_tokens", s.generated_tokens},
+          {"makespan_s", figure(s.makespan)},
+          {"tokens_per_s", figure(s.tokens_per_second)},
+          {"ttft_s", to_json(s.ttft)},
+          {"tpot_s", to_json(s.tpot)},
+          {"itl_s", to_json(s.itl)},
+          {"itl_max_s", figure(s.itl_max)},
+          {"latency_s", to_json(s.latency)},
+          {"preemptions", s.preemptions}};
 }
 
 }  // namespace inferlab::engine

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "runtime/engine/request.h"
 
 namespace inferlab::engine {
@@ -47,7 +48,9 @@ ServingSummary summarize(std::span<const RequestOutput> outputs);
 /// @p max_prompt tokens, pooled (ITL).
 std::vector<double> inter_token_gaps(std::span<const RequestOutput> outputs, int64_t max_prompt);
 
-/// The summary as one JSON object (no trailing newline).
-std::string to_json(const ServingSummary& summary);
+/// The summary as one JSON object: counts, then seconds (9 significant digits) as "makespan_s",
+/// "tokens_per_s", "ttft_s" / "tpot_s" / "itl_s" / "latency_s" ({"p50", "p99", "mean", "count"}),
+/// "itl_max_s", and "preemptions".
+Json to_json(const ServingSummary& summary);
 
 }  // namespace inferlab::engine

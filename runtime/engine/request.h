@@ -5,6 +5,7 @@
 /// latency — as `vllm bench serve` defines them).
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -12,11 +13,11 @@ namespace inferlab::engine {
 
 /// How the next token is chosen.
 struct SamplingParams {
-  int64_t max_new_tokens = 16;   ///< generate at most this many tokens (≥ 1)
-  float temperature = 0.0f;      ///< 0: greedy (the first maximum, as llama2.c); > 0: sample softmax(logits / T)
-  float top_p = 1.0f;            ///< nucleus: sample among the most likely tokens whose probabilities sum to ≥ top_p
-  uint64_t seed = 0;             ///< the request's own random stream (sampling only)
-  std::vector<int32_t> stop_ids; ///< generation stops after emitting one of these (it is kept in the output)
+  int64_t max_new_tokens = 16;    ///< generate at most this many tokens (≥ 1)
+  float temperature = 0.0f;       ///< 0: greedy (the first maximum, as llama2.c); > 0: sample softmax(logits / T)
+  float top_p = 1.0f;             ///< nucleus: sample among the most likely tokens whose probabilities sum to ≥ top_p
+  uint64_t seed = 0;              ///< the request's own random stream (sampling only)
+  std::vector<int32_t> stop_ids;  ///< generation stops after emitting one of these (it is kept in the output)
 
   /// True for temperature 0.
   bool greedy() const { return temperature == 0.0f; }
@@ -27,10 +28,12 @@ struct SamplingParams {
 
 /// One request: a prompt and how to continue it.
 struct Request {
-  int64_t id = 0;                ///< unique among the engine's requests
-  std::vector<int32_t> prompt;   ///< token ids, at least one
-  SamplingParams sampling;       ///< how to generate
-  double arrival = 0.0;          ///< seconds on the engine's clock when it may first be scheduled
+  /// A label of the caller's (a trace numbers its requests); the engine does not read it:
+  /// Engine::add_request() assigns the request's id and returns it.
+  int64_t id = 0;
+  std::vector<int32_t> prompt;  ///< token ids, at least one
+  SamplingParams sampling;      ///< how to generate
+  double arrival = 0.0;         ///< seconds on the engine's clock when it may first be scheduled
 };
 
 /// Why a request left the engine.
@@ -45,14 +48,14 @@ std::string_view to_string(FinishReason reason);
 
 /// The timings of one request, in seconds on the engine's clock.
 struct RequestMetrics {
-  double arrival = 0.0;               ///< when it arrived
-  double first_scheduled = -1.0;      ///< when a step first computed any of its tokens (−1: never)
-  double first_token = -1.0;          ///< when its first token was generated (−1: none)
-  double finish = -1.0;               ///< when it finished or was aborted
-  std::vector<double> token_times;    ///< when each generated token came out
-  int64_t preemptions = 0;            ///< times its blocks were taken back (recomputed after)
-  int64_t cached_prompt_tokens = 0;   ///< prompt tokens served by the prefix cache at first admission
-  int64_t computed_tokens = 0;        ///< tokens the model ran for it, recomputation included
+  double arrival = 0.0;              ///< when it arrived
+  double first_scheduled = -1.0;     ///< when a step first computed any of its tokens (−1: never)
+  double first_token = -1.0;         ///< when its first token was generated (−1: none)
+  double finish = -1.0;              ///< when it finished or was aborted
+  std::vector<double> token_times;   ///< when each generated token came out
+  int64_t preemptions = 0;           ///< times its blocks were taken back (recomputed after)
+  int64_t cached_prompt_tokens = 0;  ///< prompt tokens served by the prefix cache at first admission
+  int64_t computed_tokens = 0;       ///< tokens the model ran for it, recomputation included
 
   /// Time to first token: first_token − arrival (−1 without a token).
   double ttft() const { return first_token < 0 ? -1.0 : first_token - arrival; }
@@ -63,13 +66,22 @@ struct RequestMetrics {
   double latency() const { return finish - arrival; }
 };
 
+/// What one step produced for one request (Engine::step()), so a server can stream: its new
+/// tokens and, when it left in this step (or was aborted since the last one), why. The deltas of
+/// a request, concatenated, are its RequestOutput::tokens; exactly one of them has a finish.
+struct RequestDelta {
+  int64_t id = 0;                      ///< the request (Engine::add_request()'s id)
+  std::vector<int32_t> new_tokens;     ///< tokens generated in this step (none when aborted)
+  std::optional<FinishReason> finish;  ///< set once: the step in which it left
+};
+
 /// A request that left the engine.
 struct RequestOutput {
-  int64_t id = 0;                 ///< the request's id
-  std::vector<int32_t> prompt;    ///< its prompt
-  std::vector<int32_t> tokens;    ///< the generated tokens (not the prompt)
+  int64_t id = 0;                              ///< the request's id (Engine::add_request()'s)
+  std::vector<int32_t> prompt;                 ///< its prompt
+  std::vector<int32_t> tokens;                 ///< the generated tokens (not the prompt)
   FinishReason reason = FinishReason::length;  ///< why it stopped
-  RequestMetrics metrics;         ///< its timings
+  RequestMetrics metrics;                      ///< its timings
 };
 
 }  // namespace inferlab::engine

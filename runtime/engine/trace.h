@@ -14,18 +14,24 @@
 #include <span>
 #include <vector>
 
+#include "common/json.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/request.h"
 
 namespace inferlab::engine {
 
 /// Reads a JSON-lines trace. Random prompts draw ids in [0, @p vocab_size) from @p seed. Throws
-/// std::invalid_argument naming the line and key of anything malformed or unknown.
+/// std::invalid_argument naming the line (and the key, or the column of a syntax error) of
+/// anything malformed or unknown.
 std::vector<Request> read_trace(std::istream& in, int64_t vocab_size, uint64_t seed);
 
-/// Writes {"config": …, "summary": …, "stats": …, "requests": [ … ]} for a run: per request its
-/// id, arrival, first-token and finish times, TTFT, TPOT, latency, prompt and output lengths,
-/// preemptions, prefix-cache hits, finish reason and generated ids.
+/// The run as one JSON object, {"config": …, "summary": …, "stats": …, "requests": [ … ]}: per
+/// request its id, arrival, first-token and finish times, TTFT, TPOT, latency (seconds, 9
+/// significant digits), prompt and output lengths, preemptions, prefix-cache hits, finish reason
+/// and generated ids.
+Json run_json(const EngineConfig& config, const EngineStats& stats, std::span<const RequestOutput> outputs);
+
+/// Writes run_json() to @p out as text (format_json), with a trailing newline.
 void write_run_json(std::ostream& out, const EngineConfig& config, const EngineStats& stats,
                     std::span<const RequestOutput> outputs);
 

@@ -1,4 +1,5 @@
-// The Llama forward over a flattened token batch (llama_model.h). Per layer, for T tokens:
+// The Llama forward over one step plan (llama_model.h): the plan is applied to the cache (block
+// copies, fresh blocks poisoned, rows mapped), then, per layer, for T tokens:
 //   xn  = rms_norm(x)                              [T, dim]
 //   qkv = xn · wqkvᵀ; RoPE on q and k by position  [T, dim + 2·kv_dim]
 //   K, V → the cache at each token's slot          (KvCache::store_slots)
@@ -44,14 +45,17 @@ struct LayerKernels {
 };
 
 constexpr LayerKernels kCpuKernels{
-    rms_norm_cpu, linear_cpu, rope_cpu, swiglu_cpu,
-    [](KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
-       int64_t layer) { cache.store_slots(k, v, slots, layer); },
+    rms_norm_cpu,
+    linear_cpu,
+    rope_cpu,
+    swiglu_cpu,
+    [](KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots, int64_t layer) {
+      cache.store_slots(k, v, slots, layer);
+    },
     prefill_with_cache_cpu};  // the overload with a layer (chosen by the pointer's type)
 
-constexpr LayerKernels kSimKernels{sim::rms_norm_cuda,          sim::linear_cuda,
-                                   sim::rope_cuda,              sim::swiglu_cuda,
-                                   sim::kv_write_slots_cuda,    sim::prefill_with_cache_layer_cuda};
+constexpr LayerKernels kSimKernels{sim::rms_norm_cuda, sim::linear_cuda,         sim::rope_cuda,
+                                   sim::swiglu_cuda,   sim::kv_write_slots_cuda, sim::prefill_with_cache_layer_cuda};
 
 #if INFERLAB_WITH_CUDA
 constexpr LayerKernels kCudaKernels{cuda::rms_norm_cuda,       cuda::linear_cuda,
@@ -86,71 +90,77 @@ KvCacheShape LlamaModel::kv_shape(int64_t batch, int64_t max_seq_len) const {
   return {batch, c.n_kv_heads, max_seq_len, c.head_dim(), c.n_layers};
 }
 
-void LlamaModel::check(const ForwardBatch& b, const KvCache& cache) const {
+void LlamaModel::check(const StepPlan& plan, const KvCache& cache) const {
   const LlamaConfig& c = config();
   const KvCacheShape& s = cache.shape();
-  require(s.num_layers == c.n_layers && s.num_kv_heads == c.n_kv_heads && s.head_dim == c.head_dim(),
-          "cache shape", to_string(s.shape()) + " × " + std::to_string(s.num_layers) + " layers",
+  require(s.num_layers == c.n_layers && s.num_kv_heads == c.n_kv_heads && s.head_dim == c.head_dim(), "cache shape",
+          to_string(s.shape()) + " × " + std::to_string(s.num_layers) + " layers",
           "must hold this model's " + std::to_string(c.n_layers) + " layers of " + std::to_string(c.n_kv_heads) +
               " KV heads × head_dim " + std::to_string(c.head_dim()));
-  require(int64_t(b.chunk_lengths.size()) == s.batch, "chunk_lengths.size()", b.chunk_lengths.size(),
-          "must equal the cache's batch = " + std::to_string(s.batch));
-  require(int64_t(b.lengths.size()) == s.batch, "lengths.size()", b.lengths.size(),
-          "must equal the cache's batch = " + std::to_string(s.batch));
-  const int64_t total = std::accumulate(b.chunk_lengths.begin(), b.chunk_lengths.end(), int64_t{0});
-  require(total == int64_t(b.tokens.size()), "tokens.size()", b.tokens.size(),
-          "must equal Σ chunk_lengths = " + std::to_string(total));
-  require(b.slots.size() == b.tokens.size(), "slots.size()", b.slots.size(),
-          "must equal tokens.size() = " + std::to_string(b.tokens.size()));
+  check_step_plan(plan, cache);
   // The messages are built only for a bad entry (this runs every step).
-  for (size_t i = 0; i < b.tokens.size(); ++i)
-    if (b.tokens[i] < 0 || b.tokens[i] >= c.vocab_size)
-      require(false, "tokens[" + std::to_string(i) + "]", b.tokens[i],
+  for (size_t i = 0; i < plan.token_ids.size(); ++i)
+    if (plan.token_ids[i] < 0 || plan.token_ids[i] >= c.vocab_size)
+      require(false, "token_ids[" + std::to_string(i) + "]", plan.token_ids[i],
               "must be a token id in [0, vocab_size = " + std::to_string(c.vocab_size) + ")");
-  for (size_t r = 0; r < b.lengths.size(); ++r)
-    if (b.lengths[r] > c.max_seq_len)
-      require(false, "lengths[" + std::to_string(r) + "]", b.lengths[r],
+  for (size_t i = 0; i < plan.context_lens.size(); ++i)
+    if (plan.context_lens[i] > c.max_seq_len)
+      require(false, "context_lens[" + std::to_string(i) + "]", plan.context_lens[i],
               "exceeds the model's max_seq_len = " + std::to_string(c.max_seq_len));
-  for (size_t i = 0; i < b.logit_tokens.size(); ++i)
-    if (b.logit_tokens[i] < 0 || b.logit_tokens[i] >= int64_t(b.tokens.size()))
-      require(false, "logit_tokens[" + std::to_string(i) + "]", b.logit_tokens[i],
-              "must index tokens (size " + std::to_string(b.tokens.size()) + ")");
 }
 
-Tensor<float> LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, Backend backend) const {
-  const LayerKernels& run = kernels_for(backend);
-  check(batch, cache);
-  const LlamaConfig& c = config();
-  const int64_t T = int64_t(batch.tokens.size()), dim = c.dim, kv = c.kv_dim(), d = c.head_dim();
-  const int64_t H = c.n_heads, G = c.n_kv_heads, qkv_width = dim + 2 * kv;
-  cache.set_lengths(batch.lengths);  // chunk_shape() and the rows read below check against them
+namespace {
 
-  std::vector<int64_t> positions;
-  positions.reserve(size_t(T));
-  for (size_t r = 0; r < batch.chunk_lengths.size(); ++r)
-    for (int64_t i = 0; i < batch.chunk_lengths[r]; ++i)
-      positions.push_back(batch.lengths[r] - batch.chunk_lengths[r] + i);
+// The runner's side of the plan: block copies, fresh blocks poisoned, this step's rows mapped and
+// their lengths set (the rows past the plan emptied). Returns each row's query length.
+std::vector<int64_t> apply_plan(const StepPlan& plan, KvCache& cache) {
+  const int64_t rows = cache.shape().batch, n = plan.num_seqs();
+  if (cache.paged()) {
+    for (const paged::BlockCopy& copy : plan.block_copies) cache.copy_block(copy.from, copy.to);
+    for (const int32_t block : plan.fresh_blocks) cache.poison_block(block);
+    for (int64_t r = 0; r < rows; ++r) cache.detach_sequence(r);  // no poisoning: blocks may be shared
+    for (int64_t i = 0; i < n; ++i) cache.set_block_table(i, plan.block_tables[size_t(i)]);
+  }
+  std::vector<int64_t> lengths(size_t(rows), 0), query(size_t(rows), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    lengths[size_t(i)] = plan.context_lens[size_t(i)];
+    query[size_t(i)] = plan.query_len(i);
+  }
+  cache.set_lengths(lengths);  // chunk_shape() and the rows read below check against them
+  return query;
+}
+
+}  // namespace
+
+Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache, Backend backend) const {
+  const LayerKernels& run = kernels_for(backend);
+  check(plan, cache);
+  const LlamaConfig& c = config();
+  const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, kv = c.kv_dim(), d = c.head_dim();
+  const int64_t H = c.n_heads, G = c.n_kv_heads, qkv_width = dim + 2 * kv;
+  const std::vector<int64_t> chunk_lengths = apply_plan(plan, cache);
+  const std::vector<int64_t>& positions = plan.positions;
 
   Tensor<float> x({T, dim}), xn({T, dim}), qkv({T, qkv_width}), q({T, H, d}), k({T, G, d}), v({T, G, d});
   Tensor<float> att({T, H, d}), proj({T, dim}), gate_up({T, 2 * c.hidden_dim}), hidden({T, c.hidden_dim});
   for (int64_t t = 0; t < T; ++t)
-    std::copy_n(weights_.embedding.data() + int64_t(batch.tokens[size_t(t)]) * dim, dim, x.data() + t * dim);
+    std::copy_n(weights_.embedding.data() + int64_t(plan.token_ids[size_t(t)]) * dim, dim, x.data() + t * dim);
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LlamaLayerWeights& w = weights_.layers[size_t(l)];
     run.rms_norm(x, w.attention_norm, c.norm_eps, xn);
     run.linear(xn, w.wqkv, qkv);
-    run.rope(qkv.data(), T, qkv_width, H, d, positions, rope_);            // q
-    run.rope(qkv.data() + dim, T, qkv_width, G, d, positions, rope_);      // k
+    run.rope(qkv.data(), T, qkv_width, H, d, positions, rope_);        // q
+    run.rope(qkv.data() + dim, T, qkv_width, G, d, positions, rope_);  // k
     for (int64_t t = 0; t < T; ++t) {
       const float* row = qkv.data() + t * qkv_width;
       std::copy_n(row, dim, q.data() + t * dim);
       std::copy_n(row + dim, kv, k.data() + t * kv);
       std::copy_n(row + dim + kv, kv, v.data() + t * kv);
     }
-    run.store_kv(cache, k, v, batch.slots, l);
+    run.store_kv(cache, k, v, plan.slot_mapping, l);
     att.reshape({T, H, d});
-    run.attention(q, batch.chunk_lengths, cache, l, att);
+    run.attention(q, chunk_lengths, cache, l, att);
     att.reshape({T, dim});  // the heads side by side: the output projection's input rows
     run.linear(att, w.wo, proj);
     for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
@@ -162,25 +172,26 @@ Tensor<float> LlamaModel::forward(const ForwardBatch& batch, KvCache& cache, Bac
     for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
   }
 
-  const int64_t n = int64_t(batch.logit_tokens.size());
+  const int64_t n = int64_t(plan.logits_indices.size());
   Tensor<float> last({n, dim}), last_norm({n, dim}), logits({n, c.vocab_size});
-  for (int64_t i = 0; i < n; ++i) std::copy_n(x.data() + batch.logit_tokens[size_t(i)] * dim, dim, last.data() + i * dim);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(x.data() + plan.logits_indices[size_t(i)] * dim, dim, last.data() + i * dim);
   run.rms_norm(last, weights_.final_norm, c.norm_eps, last_norm);
   run.linear(last_norm, weights_.output_head(), logits);
   return logits;
 }
 
-Cost LlamaModel::step_cost(const ForwardBatch& batch) const {
+Cost LlamaModel::step_cost(const StepPlan& plan) const {
   const LlamaConfig& c = config();
-  const double T = double(batch.tokens.size()), d = double(c.head_dim());
-  const double layer_params = double(c.parameters() - c.vocab_size * c.dim * (c.shared_classifier ? 1 : 2) - c.dim) /
-                              double(c.n_layers);
+  const double T = double(plan.token_ids.size()), d = double(c.head_dim());
+  const double layer_params =
+      double(c.parameters() - c.vocab_size * c.dim * (c.shared_classifier ? 1 : 2) - c.dim) / double(c.n_layers);
   Cost cost;
   cost.flops = 2.0 * T * layer_params * double(c.n_layers) +
-               2.0 * double(batch.logit_tokens.size()) * double(c.vocab_size) * double(c.dim);
+               2.0 * double(plan.logits_indices.size()) * double(c.vocab_size) * double(c.dim);
   cost.bytes = 4.0 * (layer_params * double(c.n_layers) + double(c.vocab_size * c.dim) + double(c.dim));
-  for (size_t r = 0; r < batch.chunk_lengths.size(); ++r) {
-    const double n = double(batch.chunk_lengths[r]), L = double(batch.lengths[r]);
+  for (int64_t i = 0; i < plan.num_seqs(); ++i) {
+    const double n = double(plan.query_len(i)), L = double(plan.context_lens[size_t(i)]);
     if (n == 0) continue;
     const double visible = n * (L - n) + n * (n + 1) / 2;  // keys seen by the chunk's queries
     cost.flops += 4.0 * d * visible * double(c.n_heads) * double(c.n_layers);

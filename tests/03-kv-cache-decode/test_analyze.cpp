@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/cost.h"
+#include "common/json.h"
 #include "common/roofline.h"
 #include "runtime/analysis/article_audit.h"
 #include "runtime/analysis/inference_cost.h"
@@ -325,6 +326,26 @@ TEST(AnalyzeDevice, ThisMachineComesFromTheSavedRoofline) {
   expect_invalid([&] { find_device("this", path.string()); }, "inferlab roofline");
 }
 
+TEST(AnalyzeDevice, ACpuNameWithQuotesBackslashesAndControlCharactersRoundTripsThroughTheJson) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("inferlab_analyze_name_" + std::to_string(::getpid()) + ".json");
+  Roofline r;
+  r.peak_gflops = 480.0;
+  r.triad_gbs = 30.0;
+  r.read_gbs = 31.0;
+  r.cpu = "Evil \"Lake\" C:\\cpu\tv2\n\x01";
+  save_roofline(r, path);
+  const std::optional<Roofline> back = load_roofline(path);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->cpu, r.cpu) << "roofline.json";
+  Workload w = workload("llama-7b", "a100-40", 1, 2048);
+  w.device = find_device("this", path.string());
+  std::filesystem::remove(path);
+  const Json parsed = Json::parse(to_json(analyze(w)));  // throws if the text is not JSON
+  EXPECT_EQ(parsed["device"]["name"], "this machine (" + r.cpu + ")");
+  EXPECT_EQ(parsed["device"]["key"], w.device.key);
+}
+
 // ---- bad input ---------------------------------------------------------------------------------
 
 TEST(AnalyzeInput, BadInputNamesTheArgumentAndValue) {
@@ -586,15 +607,22 @@ TEST(AnalyzeEngineer, TokenCountsTakeK) {
 
 TEST(AnalyzeEngineer, JsonCarriesFormatsFitsWarningsAndAssumptions) {
   const std::string json = to_json(analyze(workload("llama-7b", "a100-40", 1, 2048, WeightFormat::fp8)));
-  for (const char* part : {"\"other_formats\": [{\"label\": \"as given\"", "\"label\": \"int4 weights + int8 KV\"",
-                           "\"fits\": {\"memory_bytes\": 40000000000, \"fits\": true", "\"max_batch\": ",
-                           "\"kv_equals_weights_batch\": ", "\"warnings\": [\"A100 40GB SXM has no FP8 math",
-                           "\"assumptions\": [\"a forward pass streams every weight once", "\"tied_embeddings\": false"}) {
+  const Json parsed = Json::parse(json);
+  ASSERT_TRUE(parsed["other_formats"].is_array());
+  EXPECT_EQ(parsed["other_formats"].front()["label"], "as given");
+  EXPECT_EQ(parsed["other_formats"].back()["label"], "int4 weights + int8 KV");
+  for (const char* part :
+       {"\"label\": \"int4 weights + int8 KV\"", "\"fits\": {\"memory_bytes\": 40000000000, \"fits\": true",
+        "\"max_batch\": ", "\"kv_equals_weights_batch\": ", "\"warnings\": [\"A100 40GB SXM has no FP8 math",
+        "\"assumptions\": [\"a forward pass streams every weight once", "\"tied_embeddings\": false"}) {
     EXPECT_NE(json.find(part), std::string::npos) << part << "\n" << json;
   }
   const std::string catalog = catalog_json();
-  for (const char* part : {"{\"models\": [", "\"key\": \"smollm2-135m\"", "\"params\": 134515008", "\"devices\": [",
-                           "\"key\": \"h200\"", "\"weight_formats\": [\"fp32\""}) {
+  const Json parsed_catalog = Json::parse(catalog);
+  EXPECT_EQ(parsed_catalog.begin().key(), "models");
+  EXPECT_TRUE(parsed_catalog["models"].is_array());
+  for (const char* part : {"\"key\": \"smollm2-135m\"", "\"params\": 134515008", "\"devices\": [", "\"key\": \"h200\"",
+                           "\"weight_formats\": [\"fp32\""}) {
     EXPECT_NE(catalog.find(part), std::string::npos) << part << "\n" << catalog;
   }
 }

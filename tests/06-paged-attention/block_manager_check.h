@@ -1,8 +1,10 @@
 #pragma once
 /// @file block_manager_check.h
-/// The checks of chapter 06's block bookkeeping, for any type with BlockManager's interface: the
-/// real runtime/paged/BlockManager (test_block_pool.cpp) and the deliberately broken managers of
-/// tests/wrong/wrong_ch06_pool.cpp go through the very same functions, so a green suite proves the
+/// The checks of chapter 06's block bookkeeping, for sequences addressed by id over a manager
+/// (sequence_tables.h: SequenceTables holds each sequence's tokens and block table, as the
+/// engine's Sequence does): the real runtime/paged/BlockManager (test_block_pool.cpp) and the
+/// deliberately broken managers of tests/wrong/wrong_ch06_pool.cpp go through the very same
+/// functions under the same wrapper, so a green suite proves the
 /// checks can see each mistake. This file: the invariants seen from outside and the scenario
 /// checks; random_operations.h: the property test against the reference model of block_model.h.
 ///

@@ -17,6 +17,7 @@
 #include "runtime/paged/prefix_hash.h"
 #include "tests/06-paged-attention/block_manager_check.h"
 #include "tests/06-paged-attention/random_operations.h"
+#include "tests/06-paged-attention/sequence_tables.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab::paged {
@@ -35,6 +36,7 @@ struct BlockManagerTestAccess {
 namespace {
 
 using inferlab::testing::invariants_hold;
+using Tables = testing::SequenceTables<BlockManager>;
 
 // Expects @p call to throw E with a message containing @p needle.
 template <class E, class Call>
@@ -53,7 +55,9 @@ std::vector<int32_t> iota_tokens(int32_t first, int32_t count) {
   return tokens;
 }
 
-BlockManager make_manager(int64_t num_blocks, int64_t block_size) { return BlockManager(num_blocks, block_size); }
+Tables make_manager(int64_t num_blocks, int64_t block_size) {
+  return Tables(BlockManager(num_blocks, block_size));
+}
 
 // Everything a failed allocation must leave as it was.
 struct Snapshot {
@@ -65,7 +69,7 @@ struct Snapshot {
   bool operator==(const Snapshot&) const = default;
 };
 
-Snapshot snapshot(const BlockManager& manager) {
+Snapshot snapshot(const Tables& manager) {
   Snapshot s{};
   for (const int64_t seq : manager.sequences()) {
     s.tables.push_back(manager.table(seq));
@@ -85,7 +89,7 @@ Snapshot snapshot(const BlockManager& manager) {
 }
 
 // Allocates @p prompt for @p seq and marks it all computed (as a finished prefill would).
-PromptAllocation prefill(BlockManager& manager, int64_t seq, const std::vector<int32_t>& prompt) {
+PromptAllocation prefill(Tables& manager, int64_t seq, const std::vector<int32_t>& prompt) {
   PromptAllocation allocation = manager.allocate_prompt(seq, prompt);
   if (allocation.status == BlockStatus::ok) manager.mark_computed(seq, int64_t(prompt.size()));
   EXPECT_TRUE(invariants_hold(manager));
@@ -227,7 +231,8 @@ TEST(BlockPool, RegisterHashKeepsTheFirstBlockOfAPrefix) {
   EXPECT_FALSE(pool.register_hash(twin, 5));  // the same prefix computed twice: the twin stays unhashed
   EXPECT_EQ(pool.hash_of(twin), std::nullopt);
   expect_throw_naming<std::logic_error>([&] { pool.register_hash(first, 6); }, "already registered under 5");
-  expect_throw_naming<std::logic_error>([&] { pool.register_hash(2, 6); }, "register_hash on block 2, which nobody holds");
+  expect_throw_naming<std::logic_error>([&] { pool.register_hash(2, 6); },
+                                        "register_hash on block 2, which nobody holds");
   pool.release(twin);
   EXPECT_FALSE(pool.is_evictable(twin));  // unhashed: straight back to the free list
   pool.check_invariants();
@@ -258,7 +263,8 @@ TEST(BlockPool, CheckInvariantsNamesEachBrokenRule) {
     const int32_t a = *pool.allocate(), b = *pool.allocate();
     pool.register_hash(a, 11);
     Access::block_of_hash(pool)[11] = b;
-    expect_throw_naming<std::logic_error>([&] { pool.check_invariants(); }, "block 0 says its hash is 11 but the hash map maps it to block 1");
+    expect_throw_naming<std::logic_error>([&] { pool.check_invariants(); },
+                                          "block 0 says its hash is 11 but the hash map maps it to block 1");
   }
   {
     BlockPool pool(3, 4);
@@ -273,7 +279,7 @@ TEST(BlockPool, CheckInvariantsNamesEachBrokenRule) {
 // ---- the block manager ----
 
 TEST(BlockManager, AllocateForkAndFree) {
-  BlockManager manager(8, 4);
+  Tables manager(BlockManager(8, 4));
   EXPECT_EQ(manager.blocks_needed(0), 0);
   EXPECT_EQ(manager.blocks_needed(9), 3);
   const PromptAllocation a = prefill(manager, 7, iota_tokens(1, 9));
@@ -302,7 +308,7 @@ TEST(BlockManager, AllocateForkAndFree) {
 }
 
 TEST(BlockManager, UnknownOrDuplicateSequencesAndBadSizesAreInvalidArguments) {
-  BlockManager manager(4, 4);
+  Tables manager(BlockManager(4, 4));
   prefill(manager, 5, {1, 2});
   expect_throw_naming<std::invalid_argument>([&] { manager.allocate_prompt(5, std::vector<int32_t>{1}); }, "seq = 5");
   expect_throw_naming<std::invalid_argument>([&] { manager.append_slot(6, 1); }, "seq = 6");
@@ -319,7 +325,7 @@ TEST(BlockManager, UnknownOrDuplicateSequencesAndBadSizesAreInvalidArguments) {
 }
 
 TEST(BlockManager, OutOfBlocksReturnsTheOutcomeAndChangesNothing) {
-  BlockManager manager(5, 2);
+  Tables manager(BlockManager(5, 2));
   prefill(manager, 0, {1, 2, 3, 4, 5, 6});  // blocks 0, 1, 2, all full and cached
   manager.free(0);                          // evictable: 2, 1, 0 (tail first)
   prefill(manager, 1, {9, 9, 9});           // blocks 3, 4 from the free list
@@ -353,7 +359,7 @@ TEST(BlockManager, OutOfBlocksReturnsTheOutcomeAndChangesNothing) {
 }
 
 TEST(BlockManager, AppendFillsTheLastBlockThenStartsANewOne) {
-  BlockManager manager(4, 4);
+  Tables manager(BlockManager(4, 4));
   prefill(manager, 0, {1, 2, 3});
   const int32_t last = manager.table(0).back();
   const SlotAllocation in_place = manager.append_slot(0, 4);
@@ -368,14 +374,18 @@ TEST(BlockManager, AppendFillsTheLastBlockThenStartsANewOne) {
   EXPECT_TRUE(invariants_hold(manager));
 }
 
-TEST(BlockManager, CopyOnWriteKeepsForksApart) { EXPECT_TRUE(testing::copy_on_write_keeps_forks_apart(make_manager)); }
+TEST(BlockManager, CopyOnWriteKeepsForksApart) {
+  EXPECT_TRUE(testing::copy_on_write_keeps_forks_apart(make_manager));
+}
 
-TEST(BlockManager, FreeReturnsEveryBlock) { EXPECT_TRUE(testing::free_returns_every_block(make_manager)); }
+TEST(BlockManager, FreeReturnsEveryBlock) {
+  EXPECT_TRUE(testing::free_returns_every_block(make_manager));
+}
 
 TEST(BlockManager, OnlyFullComputedBlocksAreHashed) {
   EXPECT_TRUE(testing::only_full_blocks_are_hashed(make_manager));
   // Nothing is hashed before it is computed; a chunk registers the full blocks it completes.
-  BlockManager manager(8, 4);
+  Tables manager(BlockManager(8, 4));
   ASSERT_EQ(manager.allocate_prompt(0, iota_tokens(1, 10)).status, BlockStatus::ok);
   EXPECT_EQ(manager.pool().num_cached(), 0);
   for (const auto& [computed, cached] : std::vector<std::pair<int64_t, int64_t>>{{3, 0}, {5, 1}, {4, 1}, {10, 2}}) {
@@ -386,7 +396,7 @@ TEST(BlockManager, OnlyFullComputedBlocksAreHashed) {
 }
 
 TEST(BlockManager, APromptSharingKFullBlocksAllocatesOnlyTheRest) {
-  BlockManager manager(16, 4);
+  Tables manager(BlockManager(16, 4));
   const std::vector<int32_t> document = iota_tokens(1, 14);  // 3 full blocks + 2
   const PromptAllocation first = prefill(manager, 0, document);
   for (int64_t k = 0; k <= 3; ++k) {
@@ -408,7 +418,7 @@ TEST(BlockManager, AWholePromptHitStillLeavesTheLastTokenToCompute) {
   // to compute, and the first output token's logits come from the last prompt token.
   for (const int64_t block_size : {1, 2, 4}) {
     SCOPED_TRACE("block size " + std::to_string(block_size));
-    BlockManager manager(32, block_size);
+    Tables manager(BlockManager(32, block_size));
     const std::vector<int32_t> prompt = iota_tokens(1, 8);  // a whole number of blocks
     prefill(manager, 0, prompt);
     const PromptAllocation again = prefill(manager, 1, prompt);
@@ -418,13 +428,13 @@ TEST(BlockManager, AWholePromptHitStillLeavesTheLastTokenToCompute) {
     longer.push_back(9);  // one token past the cached blocks: all 8 hit, the 9th is computed
     EXPECT_EQ(prefill(manager, 2, longer).cached_tokens, 8);
   }
-  BlockManager single(4, 4);
+  Tables single(BlockManager(4, 4));
   prefill(single, 0, {3});
   EXPECT_EQ(prefill(single, 1, {3}).cached_tokens, 0);
 }
 
 TEST(BlockManager, FreedBlocksServeLaterPromptsUntilTheFreeListRunsDryThenEvictLru) {
-  BlockManager manager(6, 2);
+  Tables manager(BlockManager(6, 2));
   const std::vector<int32_t> document{1, 2, 3, 4, 5, 6};
   prefill(manager, 0, document);  // blocks 0, 1, 2
   manager.free(0);                // released tail first: evicted tail first
@@ -456,7 +466,7 @@ TEST(BlockManager, FreedBlocksServeLaterPromptsUntilTheFreeListRunsDryThenEvictL
 }
 
 TEST(BlockManager, EvictionTakesTheTailOfAFreedSequenceFirst) {
-  BlockManager manager(6, 2);
+  Tables manager(BlockManager(6, 2));
   prefill(manager, 0, {1, 2, 3, 4, 5, 6});        // blocks 0, 1, 2
   manager.free(0);                                // evictable: 2, 1, 0
   prefill(manager, 1, {20, 21, 22, 23, 24, 25});  // blocks 3, 4, 5: the free list is dry
@@ -470,7 +480,7 @@ TEST(BlockManager, EvictionTakesTheTailOfAFreedSequenceFirst) {
 }
 
 TEST(BlockManager, PrefixCachingOffNeverSharesOrKeepsBlocks) {
-  BlockManager manager(8, 2, false);
+  Tables manager(BlockManager(8, 2, false));
   prefill(manager, 0, {1, 2, 3, 4, 5});
   EXPECT_EQ(prefill(manager, 1, {1, 2, 3, 4, 5}).cached_tokens, 0);
   EXPECT_EQ(manager.pool().num_cached(), 0);
@@ -481,24 +491,66 @@ TEST(BlockManager, PrefixCachingOffNeverSharesOrKeepsBlocks) {
 
 TEST(BlockManager, CheckInvariantsCatchesALeakAPartialHashAndAMissingReference) {
   {
-    BlockManager manager(4, 4);
+    Tables manager(BlockManager(4, 4));
     prefill(manager, 0, {1, 2, 3, 4, 5});
-    BlockManagerTestAccess::pool(manager).retain(manager.table(0)[0]);  // a reference nobody holds
+    BlockManagerTestAccess::pool(manager.manager()).retain(manager.table(0)[0]);  // a reference nobody holds
     expect_throw_naming<std::logic_error>([&] { manager.check_invariants(); },
                                           "block 0 has refcount 2 but 1 block tables hold it (a leaked reference)");
   }
   {
-    BlockManager manager(4, 4);
+    Tables manager(BlockManager(4, 4));
     prefill(manager, 0, {1, 2, 3, 4, 5});
-    BlockManagerTestAccess::pool(manager).register_hash(manager.table(0)[1], 77);
+    BlockManagerTestAccess::pool(manager.manager()).register_hash(manager.table(0)[1], 77);
     expect_throw_naming<std::logic_error>([&] { manager.check_invariants(); }, "only full blocks may be hashed");
   }
   {
-    BlockManager manager(4, 4);
+    Tables manager(BlockManager(4, 4));
     prefill(manager, 0, {1, 2, 3, 4, 5});
-    BlockManagerTestAccess::pool(manager).release(manager.table(0)[1]);
+    BlockManagerTestAccess::pool(manager.manager()).release(manager.table(0)[1]);
     expect_throw_naming<std::logic_error>([&] { manager.check_invariants(); }, "(a missing reference)");
   }
+  // The tables live in the caller's sequences: a table that disagrees with its own sequence is
+  // seen too (the manager keeps no copy to fall back on).
+  {
+    Tables manager(BlockManager(4, 4));
+    prefill(manager, 0, {1, 2, 3, 4, 5});
+    manager.table_state(0).num_tokens = 9;  // more slotted tokens than the sequence has
+    expect_throw_naming<std::logic_error>([&] { manager.check_invariants(); },
+                                          "sequence 0's table has 9 slotted tokens but the sequence has only 5");
+  }
+  {
+    Tables manager(BlockManager(4, 4));
+    prefill(manager, 0, {1, 2, 3, 4, 5});
+    manager.table_state(0).num_tokens = 4;  // 4 tokens cannot fill 2 blocks
+    expect_throw_naming<std::logic_error>([&] { manager.check_invariants(); }, "has 4 tokens in 2 blocks; it needs 1");
+  }
+  {
+    Tables manager(BlockManager(4, 4));
+    prefill(manager, 0, {1, 2, 3, 4, 5});
+    manager.table_state(0).hashes[0] ^= 1;  // a hash that is not its tokens'
+    expect_throw_naming<std::logic_error>([&] { manager.check_invariants(); },
+                                          "sequence 0's block hashes are not the chained hashes of its tokens");
+  }
+}
+
+TEST(BlockManager, TablesInTheWrongStateAreInvalidArguments) {
+  BlockManager manager(4, 4);
+  const std::vector<int32_t> prompt{1, 2, 3, 4, 5};
+  paged::BlockTable table;
+  ASSERT_EQ(manager.allocate(table, prompt).status, BlockStatus::ok);
+  EXPECT_EQ(table.num_tokens, 5);
+  EXPECT_EQ(manager.slot(table, 4), int64_t{table.blocks[1]} * 4);
+  expect_throw_naming<std::invalid_argument>([&] { manager.allocate(table, prompt); }, "table.blocks.size() = 2");
+  expect_throw_naming<std::invalid_argument>([&] { manager.append_slot(table, prompt); }, "tokens.size() = 5");
+  expect_throw_naming<std::invalid_argument>([&] { (void)manager.slot(table, 5); }, "position = 5");
+  expect_throw_naming<std::invalid_argument>([&] { manager.mark_computed(table, 6); }, "num_tokens = 6");
+  paged::BlockTable empty;
+  expect_throw_naming<std::invalid_argument>([&] { manager.allocate(empty, std::vector<int32_t>{}); },
+                                             "prompt.size() = 0");
+  manager.free(table);
+  EXPECT_TRUE(table.empty());
+  EXPECT_EQ(manager.num_free_blocks(), 4);
+  manager.check_invariants({});
 }
 
 // ---- the property test ----
@@ -517,8 +569,8 @@ TEST(BlockManager, RandomOperationsMatchTheReferenceModel) {
   testing::PropertyConfig no_cache{16, 4, 6000};
   no_cache.prefix_caching = false;
   ASSERT_TRUE(testing::random_operations_match_model(
-      [](int64_t num_blocks, int64_t block_size) { return BlockManager(num_blocks, block_size, false); }, no_cache, rng,
-      &stats));
+      [](int64_t num_blocks, int64_t block_size) { return Tables(BlockManager(num_blocks, block_size, false)); },
+      no_cache, rng, &stats));
   total_ops += no_cache.num_ops;
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,5 +1,6 @@
-// Chapter 06 end to end: the block manager's bookkeeping (runtime/paged) applied to a paged KV
-// cache (runtime/paged/paged_kv.h), then decoded by the real decode versions.
+// Chapter 06 end to end: the block manager's bookkeeping (runtime/paged) over the sequences'
+// own tables (sequence_tables.h), applied to a paged KV cache as the model runner applies a step
+// plan (copy, poison the fresh blocks, map the table), then decoded by the real decode versions.
 //  - Copy-on-write: fork a sequence, append different tokens to parent and child; both decode
 //    exactly as if each had a private cache, the shared full blocks were never copied, and the
 //    one shared partial block was copied once.
@@ -10,13 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "common/compare.h"
 #include "common/rng.h"
 #include "kernels/registry.h"
 #include "runtime/paged/block_manager.h"
-#include "runtime/paged/paged_kv.h"
+#include "tests/06-paged-attention/sequence_tables.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab {
@@ -24,6 +26,17 @@ namespace {
 
 using paged::BlockManager;
 using paged::BlockStatus;
+using Tables = testing::SequenceTables<BlockManager>;
+
+// What the model runner does with a step plan's block operations (LlamaModel::forward): the
+// copy first, then the fresh blocks poisoned, then @p seq's table mapped into cache row @p seq.
+void apply(KvCache& cache, const Tables& manager, int64_t seq, const std::vector<int32_t>& fresh,
+           const std::optional<paged::BlockCopy>& copy = std::nullopt) {
+  if (copy) cache.copy_block(copy->from, copy->to);
+  for (const int32_t block : fresh)
+    if (!copy || block != copy->to) cache.poison_block(block);
+  cache.set_block_table(seq, manager.table(seq));
+}
 
 constexpr int64_t kKvHeads = 2, kHeads = 4, kDim = 16, kBlock = 4, kMaxLen = 48;
 
@@ -98,14 +111,14 @@ TEST(Sharing, ForkThenCopyOnWriteDecodesAsPrivateCaches) {
   testing::SeededRng rng;
   for (const KvFormat& format : formats()) {
     const uint64_t salt = rng.seed();
-    BlockManager manager(24, kBlock);
+    Tables manager(BlockManager(24, kBlock));
     KvCache cache({2, kKvHeads, kMaxLen, kDim}, format, KvPaging{kBlock, 24});
     std::vector<int32_t> parent;
     for (int i = 0; i < 10; ++i) parent.push_back(int32_t(rng.integer(0, 99)));  // 2 full blocks + 2 tokens
 
     const paged::PromptAllocation prompt = manager.allocate_prompt(0, parent);
     ASSERT_EQ(prompt.status, BlockStatus::ok);
-    paged::apply_prompt(cache, 0, manager, 0, prompt);
+    apply(cache, manager, 0, prompt.new_blocks);
     const auto [k, v] = kv_of_all(parent, salt);
     cache.prefill(0, k, v);
     manager.mark_computed(0, 10);
@@ -123,7 +136,8 @@ TEST(Sharing, ForkThenCopyOnWriteDecodesAsPrivateCaches) {
         const paged::SlotAllocation slot = manager.append_slot(seq, tokens.back());
         ASSERT_EQ(slot.status, BlockStatus::ok);
         copies += slot.copy.has_value();
-        paged::apply_slot(cache, seq, manager, seq, slot);
+        apply(cache, manager, seq, slot.new_block ? std::vector<int32_t>{*slot.new_block} : std::vector<int32_t>{},
+              slot.copy);
         const auto [kt, vt] = kv_of(tokens, salt);
         const std::vector<int64_t> where{slot.slot};
         cache.store_slots(kt, vt, where, 0);
@@ -147,12 +161,12 @@ TEST(Sharing, APromptWithCachedFullBlocksComputesOnlyTheRest) {
   testing::SeededRng rng;
   for (const KvFormat& format : formats()) {
     const uint64_t salt = rng.seed();
-    BlockManager manager(20, kBlock);
+    Tables manager(BlockManager(20, kBlock));
     KvCache cache({2, kKvHeads, kMaxLen, kDim}, format, KvPaging{kBlock, 20});
     std::vector<int32_t> first;
     for (int i = 0; i < 14; ++i) first.push_back(int32_t(rng.integer(0, 99)));  // 3 full blocks + 2
     const paged::PromptAllocation a = manager.allocate_prompt(0, first);
-    paged::apply_prompt(cache, 0, manager, 0, a);
+    apply(cache, manager, 0, a.new_blocks);
     const auto [k, v] = kv_of_all(first, salt);
     cache.prefill(0, k, v);
     manager.mark_computed(0, 14);
@@ -165,7 +179,7 @@ TEST(Sharing, APromptWithCachedFullBlocksComputesOnlyTheRest) {
     EXPECT_EQ(b.cached_tokens, 12);
     EXPECT_EQ(int64_t(b.new_blocks.size()), 2) << "17 tokens = 5 blocks, 3 of them cached";
     EXPECT_EQ(free_before - manager.num_free_blocks(), 2);
-    paged::apply_prompt(cache, 1, manager, 1, b);
+    apply(cache, manager, 1, b.new_blocks);
     write_tokens(cache, 1, second, b.cached_tokens, salt);  // compute only the uncached tokens
     cache.set_lengths({14, 17});
     manager.mark_computed(1, 17);

@@ -40,19 +40,63 @@ inline std::map<int64_t, std::vector<int32_t>> alone(const model::LlamaModel& mo
   return out;
 }
 
-/// Runs @p requests through a new engine with @p config and returns the outputs by id; checks
-/// the block manager's invariants after every step and that the pool is entirely free at the end.
+/// What the step deltas of a run added up to, per request: the concatenated new tokens and every
+/// finish reported (a correct engine reports exactly one).
+struct DeltaLog {
+  std::map<int64_t, std::vector<int32_t>> tokens;                 ///< by engine id
+  std::map<int64_t, std::vector<engine::FinishReason>> finishes;  ///< by engine id
+
+  /// Adds one step's deltas.
+  void add(const engine::StepOutput& step) {
+    for (const engine::RequestDelta& d : step.deltas) {
+      auto& t = tokens[d.id];
+      t.insert(t.end(), d.new_tokens.begin(), d.new_tokens.end());
+      if (d.finish) finishes[d.id].push_back(*d.finish);
+    }
+  }
+  /// Expects @p output's tokens to be the concatenated deltas and its finish reported once, with
+  /// its reason.
+  void expect_matches(const engine::RequestOutput& output) const {
+    const auto t = tokens.find(output.id);
+    EXPECT_EQ(t == tokens.end() ? std::vector<int32_t>{} : t->second, output.tokens)
+        << "request " << output.id << ": the concatenated step deltas are not its output";
+    const auto f = finishes.find(output.id);
+    ASSERT_TRUE(f != finishes.end() && f->second.size() == 1)
+        << "request " << output.id << ": its finish was reported " << (f == finishes.end() ? 0 : f->second.size())
+        << " times, not once";
+    EXPECT_EQ(f->second.front(), output.reason) << "request " << output.id;
+  }
+};
+
+/// Runs @p requests through a new engine with @p config and returns the outputs by the requests'
+/// own id labels (Request::id; the engine assigns its ids 0, 1, … in the order they are added —
+/// checked); checks the invariants after every step (check_invariants mode), that the step
+/// deltas of every request concatenate to its output with one finish, and that the pool is
+/// entirely free at the end.
 inline std::map<int64_t, engine::RequestOutput> serve(const model::LlamaModel& model, engine::EngineConfig config,
                                                       const std::vector<engine::Request>& requests,
                                                       engine::EngineStats* stats = nullptr) {
   config.check_invariants = true;
   engine::Engine e(model, config);
-  for (const auto& r : requests) e.add_request(r);
-  e.run();
+  std::map<int64_t, int64_t> label_of;  // engine id → the request's label
+  for (const auto& r : requests) {
+    const int64_t id = e.add_request(r);
+    EXPECT_EQ(id, int64_t(label_of.size())) << "the engine's ids are 0, 1, … in the order requests are added";
+    label_of[id] = r.id;
+  }
+  DeltaLog deltas;
+  while (true) {
+    const engine::StepOutput step = e.step();
+    deltas.add(step);
+    if (!step) break;
+  }
   std::map<int64_t, engine::RequestOutput> out;
   for (auto& o : e.take_outputs()) {
-    EXPECT_FALSE(out.contains(o.id)) << "request " << o.id << " left the engine twice";
-    out[o.id] = std::move(o);
+    deltas.expect_matches(o);
+    const int64_t label = label_of.at(o.id);
+    EXPECT_FALSE(out.contains(label)) << "request " << label << " left the engine twice";
+    o.id = label;
+    out[label] = std::move(o);
   }
   EXPECT_EQ(out.size(), requests.size()) << "requests lost";
   EXPECT_EQ(e.blocks().num_free_blocks(), config.num_blocks) << "blocks still held after every request left";
@@ -65,13 +109,11 @@ inline std::map<int64_t, engine::RequestOutput> serve(const model::LlamaModel& m
 inline double top2_margin(const model::LlamaModel& model, const std::vector<int32_t>& tokens) {
   const auto n = int64_t(tokens.size());
   KvCache cache(model.kv_shape(1, n), KvDtype::fp32);
-  model::ForwardBatch fb;
-  fb.tokens = tokens;
-  fb.chunk_lengths = {n};
-  fb.lengths = {n};
-  for (int64_t t = 0; t < n; ++t) fb.slots.push_back(cache.slot(0, t));
-  fb.logit_tokens = {n - 1};
-  const Tensor<float> logits = model.forward(fb, cache);
+  std::vector<int64_t> slots;
+  for (int64_t t = 0; t < n; ++t) slots.push_back(cache.slot(0, t));
+  model::StepPlan plan;
+  plan.add_sequence(tokens, slots, n, {}, true);
+  const Tensor<float> logits = model.forward(plan, cache);
   std::vector<float> row(logits.span().begin(), logits.span().end());
   std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
   return double(row[0]) - double(row[1]);

@@ -7,12 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <set>
 
-#include "tests/support/seeded.h"
 #include "tests/07-continuous-batching/engine_fixture.h"
+#include "tests/support/seeded.h"
 
 namespace inferlab::testing {
 namespace {
@@ -53,8 +54,8 @@ TEST(Ch07Engine, GreedyTokensEqualRunningAloneUnderAnyScheduling) {
                        Case{7, 60, 64, 64, 24}, Case{32, 9, 40, 16, 4}}) {
     const auto served = serve(model, config_with(c.block_size, c.num_blocks, c.budget, c.chunk, c.max_seqs), requests);
     expect_same_tokens(model, served, reference,
-                       "block " + std::to_string(c.block_size) + ", " + std::to_string(c.num_blocks) + " blocks, budget " +
-                           std::to_string(c.budget) + ", chunk " + std::to_string(c.chunk));
+                       "block " + std::to_string(c.block_size) + ", " + std::to_string(c.num_blocks) +
+                           " blocks, budget " + std::to_string(c.budget) + ", chunk " + std::to_string(c.chunk));
   }
 }
 
@@ -92,7 +93,8 @@ TEST(Ch07Engine, SampledRequestsFollowTheirOwnSeed) {
   std::vector<Request> requests;
   for (int64_t i = 0; i < 12; ++i)
     requests.push_back(random_request(rng, i, model.config().vocab_size, 1, 30, 20, /*sampled=*/true));
-  expect_same_tokens(model, serve(model, config_with(4, 80, 24, 6, 5), requests), alone(model, requests), "top-p sampling");
+  expect_same_tokens(model, serve(model, config_with(4, 80, 24, 6, 5), requests), alone(model, requests),
+                     "top-p sampling");
 }
 
 TEST(Ch07Engine, TinyPoolPreemptsAndStillMatches) {
@@ -174,29 +176,130 @@ TEST(Ch07Engine, AbortFreesBlocksAtAnyTime) {
   c.check_invariants = true;
   engine::Engine e(model, c);
   std::vector<Request> requests;
+  std::vector<int64_t> ids;
   for (int64_t i = 0; i < 8; ++i) {
-    requests.push_back(random_request(rng, i, model.config().vocab_size, 10, 30, 20));
+    requests.push_back(random_request(rng, 100 + i, model.config().vocab_size, 10, 30, 20));  // labels, not ids
     requests.back().sampling.max_new_tokens = 20;
-    e.add_request(requests.back());
+    ids.push_back(e.add_request(requests.back()));
   }
-  e.step();
-  e.step();  // some running with chunks in flight, some waiting
-  EXPECT_TRUE(e.abort(0));
-  EXPECT_TRUE(e.abort(7));
-  EXPECT_FALSE(e.abort(0)) << "an aborted request has left";
+  DeltaLog deltas;
+  deltas.add(e.step());
+  deltas.add(e.step());  // some running with chunks in flight, some waiting
+  const int64_t blocks_before = e.blocks().num_free_blocks();
+  const auto running_blocks = [&](int64_t id) { return int64_t(e.sequences().at(id).block_table.blocks.size()); };
+  const int64_t held = running_blocks(ids[0]);
+  ASSERT_GT(held, 0) << "request 0 should be running after two steps";
+  EXPECT_TRUE(e.abort(ids[0]));
+  EXPECT_EQ(e.blocks().num_free_blocks(), blocks_before + held) << "abort frees the blocks now, not at the next step";
+  EXPECT_TRUE(e.abort(ids[7]));
+  EXPECT_FALSE(e.abort(ids[0])) << "an aborted request has left";
   EXPECT_FALSE(e.abort(99));
-  e.run();
+  EXPECT_EQ(e.outputs().size(), 2u) << "an aborted request's output is there at once";
+  while (true) {
+    const engine::StepOutput step = e.step();
+    deltas.add(step);
+    if (!step) break;
+  }
   const auto outputs = e.take_outputs();
   EXPECT_EQ(outputs.size(), 8u);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].id = ids[i];  // the reference by engine id
   const auto reference = alone(model, requests);
   for (const auto& o : outputs) {
-    if (o.id == 0 || o.id == 7) {
+    deltas.expect_matches(o);
+    if (o.id == ids[0] || o.id == ids[7]) {
       EXPECT_EQ(o.reason, engine::FinishReason::aborted);
     } else {
       EXPECT_EQ(o.tokens, reference.at(o.id)) << "request " << o.id;
     }
   }
   EXPECT_EQ(e.blocks().num_free_blocks(), c.num_blocks);
+}
+
+TEST(Ch07Engine, StepDeltasStreamEachTokenOnceAndTheFinishOnce) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  EngineConfig c = config_with(4, 40, 24, 5, 6);
+  c.check_invariants = true;
+  c.headroom_blocks_per_seq = 0;  // preemptions too: a recomputed token must not be streamed again
+  engine::Engine e(model, c);
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 16; ++i) {
+    requests.push_back(random_request(rng, i, model.config().vocab_size, 5, 30, 24));
+    EXPECT_EQ(e.add_request(requests.back()), i);
+  }
+  DeltaLog deltas;
+  std::map<int64_t, int64_t> first_step;  // when each request's first token came
+  for (int64_t step = 0;; ++step) {
+    const engine::StepOutput out = e.step();
+    for (const engine::RequestDelta& d : out.deltas) {
+      EXPECT_LE(d.new_tokens.size(), 1u) << "one step samples at most one token per request";
+      EXPECT_TRUE(d.finish || !d.new_tokens.empty()) << "a delta without tokens must carry a finish";
+      first_step.emplace(d.id, step);
+    }
+    deltas.add(out);
+    if (step == 3) {
+      EXPECT_TRUE(e.abort(15));  // waiting or running: reported by the next step, once
+      EXPECT_TRUE(e.abort(14));
+    }
+    if (!out) break;
+  }
+  EXPECT_GT(e.stats().preemptions, 0) << "the pool was meant to run out";
+  const auto outputs = e.take_outputs();
+  ASSERT_EQ(outputs.size(), requests.size());
+  for (const auto& o : outputs) deltas.expect_matches(o);
+  EXPECT_EQ(deltas.finishes.at(15), std::vector<engine::FinishReason>{engine::FinishReason::aborted});
+  EXPECT_EQ(deltas.finishes.at(14), std::vector<engine::FinishReason>{engine::FinishReason::aborted});
+  EXPECT_EQ(e.step().deltas.size(), 0u) << "an empty engine reports nothing more";
+}
+
+TEST(Ch07Engine, EveryStepPlanIsWellFormed) {
+  // An oracle independent of check_step_plan(): cu_seqlens_q from 0, non-decreasing, summing to
+  // the token count; each table covers its context; each new token's slot lies in its own
+  // sequence's table at its position; no slot twice in a step; a context never shrinks while a
+  // request runs; the requests that sample are those whose chunk reaches their last token.
+  SeededRng rng;
+  const auto& model = tiny_model();
+  for (const auto& [block_size, num_blocks, budget, chunk] :
+       std::vector<std::array<int64_t, 4>>{{4, 40, 24, 5}, {1, 200, 9, 3}, {16, 12, 64, 64}}) {
+    SCOPED_TRACE("block " + std::to_string(block_size));
+    EngineConfig c = config_with(block_size, num_blocks, budget, chunk, 6);
+    c.headroom_blocks_per_seq = 0;
+    c.check_invariants = true;
+    engine::Engine e(model, c);
+    for (int64_t i = 0; i < 20; ++i) e.add_request(random_request(rng, i, model.config().vocab_size, 1, 40, 20));
+    int64_t steps = 0, tokens = 0;
+    while (e.step()) {
+      const model::StepPlan& p = e.last_plan();
+      const int64_t n = p.num_seqs();
+      if (n == 0) continue;
+      ++steps;
+      ASSERT_EQ(int64_t(p.cu_seqlens_q.size()), n + 1);
+      ASSERT_EQ(p.cu_seqlens_q.front(), 0);
+      ASSERT_EQ(p.cu_seqlens_q.back(), int64_t(p.token_ids.size()));
+      ASSERT_EQ(p.slot_mapping.size(), p.token_ids.size());
+      ASSERT_EQ(int64_t(p.block_tables.size()), n);
+      std::set<int64_t> slots;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t q = p.cu_seqlens_q[size_t(i) + 1] - p.cu_seqlens_q[size_t(i)];
+        ASSERT_GE(q, 1) << "a scheduled sequence runs at least one token";
+        const auto& table = p.block_tables[size_t(i)];
+        const int64_t context = p.context_lens[size_t(i)];
+        ASSERT_GE(int64_t(table.size()) * block_size, context) << "sequence " << i << "'s table does not cover it";
+        for (int64_t t = p.cu_seqlens_q[size_t(i)]; t < p.cu_seqlens_q[size_t(i) + 1]; ++t) {
+          const int64_t position = context - q + (t - p.cu_seqlens_q[size_t(i)]);
+          ASSERT_EQ(p.positions[size_t(t)], position);
+          const int64_t slot = p.slot_mapping[size_t(t)];
+          ASSERT_EQ(slot / block_size, table[size_t(position / block_size)]) << "slot outside its own block";
+          ASSERT_EQ(slot % block_size, position % block_size);
+          ASSERT_TRUE(slots.insert(slot).second) << "slot " << slot << " written twice in one step";
+        }
+      }
+      for (const int64_t k : p.logits_indices) ASSERT_TRUE(k >= 0 && k < int64_t(p.token_ids.size()));
+      tokens += int64_t(p.token_ids.size());
+    }
+    EXPECT_EQ(tokens, e.stats().computed_tokens) << "the plans' tokens are what the engine computed";
+    EXPECT_EQ(steps, e.stats().steps);
+  }
 }
 
 TEST(Ch07Engine, StaticBatchingWaitsForItsSlowestRequest) {
@@ -250,7 +353,7 @@ TEST(Ch07Engine, BadRequestsAreRefusedWithTheirReason) {
   Request ok;
   ok.id = 1;
   ok.prompt = {1, 2, 3};
-  e.add_request(ok);
+  EXPECT_EQ(e.add_request(ok), 0);
   const auto refused = [&](Request r, const std::string& needle) {
     try {
       e.add_request(r);
@@ -259,9 +362,9 @@ TEST(Ch07Engine, BadRequestsAreRefusedWithTheirReason) {
       EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
     }
   };
-  refused(ok, "already used");
   Request r = ok;
-  r.id = 2;
+  r.id = 1;  // a label may repeat: the engine does not read it
+  EXPECT_EQ(e.add_request(r), 1) << "the engine assigns ids 0, 1, …";
   r.prompt = {};
   refused(r, "prompt.size()");
   r.prompt = {1, 64};
@@ -277,6 +380,8 @@ TEST(Ch07Engine, BadRequestsAreRefusedWithTheirReason) {
   r.sampling.temperature = 1.0f;
   r.sampling.top_p = 0.0f;
   refused(r, "top_p");
+  r.sampling.top_p = 1.0f;
+  EXPECT_EQ(e.add_request(r), 2) << "a refused request uses no id";
 }
 
 }  // namespace
@@ -304,11 +409,15 @@ TEST(Ch07Engine, StressTenThousandRequestsWithAbortsAndATinyPool) {
     t += -std::log(1.0 - rng.uniform(0.0f, 0.999f)) * 0.0015;  // Poisson, ~670 requests per simulated second
     r.arrival = t;
     requests.push_back(r);
-    e.add_request(r);
+    ASSERT_EQ(e.add_request(r), i) << "the engine's ids are 0, 1, … in the order requests are added";
   }
   std::set<int64_t> aborted;
   int64_t steps = 0;
-  while (e.step()) {
+  DeltaLog deltas;
+  while (true) {
+    const engine::StepOutput step = e.step();
+    deltas.add(step);
+    if (!step) break;
     if (++steps % 7 == 0) {  // abort a random request now and then: pending, waiting or running
       const int64_t id = rng.integer(0, kRequests - 1);
       if (e.abort(id)) aborted.insert(id);
@@ -322,6 +431,7 @@ TEST(Ch07Engine, StressTenThousandRequestsWithAbortsAndATinyPool) {
   int64_t checked = 0;
   for (const auto& o : outputs) {
     ASSERT_TRUE(seen.insert(o.id).second) << "request " << o.id << " left twice";
+    deltas.expect_matches(o);
     const Request& r = requests[size_t(o.id)];
     if (aborted.contains(o.id)) {
       EXPECT_EQ(o.reason, engine::FinishReason::aborted) << "request " << o.id;

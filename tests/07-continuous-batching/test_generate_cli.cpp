@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/json.h"
 #include "tests/07-continuous-batching/stories_data.h"
 #include "tests/support/run_inferlab.h"
 
@@ -63,6 +64,13 @@ TEST(Ch07GenerateCli, TraceReplayWritesPerRequestMetrics) {
   EXPECT_NE(text.find("\"id\": 42"), std::string::npos) << text;
   EXPECT_NE(text.find("\"output_tokens\": 7"), std::string::npos) << text;
   EXPECT_NE(text.find("\"ttft\""), std::string::npos) << text;
+  const Json parsed = Json::parse(text);  // the whole file is one JSON document
+  ASSERT_EQ(parsed["requests"].size(), 3u) << text;
+  EXPECT_EQ(parsed["requests"][2]["id"], 42);
+  EXPECT_EQ(parsed["requests"][1]["output_tokens"], 7);
+  EXPECT_EQ(parsed["requests"][1]["tokens"].size(), 7u);
+  EXPECT_EQ(parsed["summary"]["requests"], 3);
+  EXPECT_EQ(parsed["config"]["block_size"], 4);
   std::filesystem::remove_all(dir);
 }
 

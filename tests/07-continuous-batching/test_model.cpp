@@ -31,8 +31,8 @@
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
-#include "tests/support/llama_reference.h"
 #include "tests/07-continuous-batching/stories_data.h"
+#include "tests/support/llama_reference.h"
 #include "tests/support/seeded.h"
 
 #ifndef INFERLAB_SOURCE_DIR
@@ -42,15 +42,13 @@
 namespace inferlab {
 namespace {
 
-using model::ForwardBatch;
 using model::LlamaModel;
 using model::LlamaWeights;
+using model::StepPlan;
+using testing::committed_greedy_ids;
 using testing::LlamaReference;
 using testing::SeededRng;
-using testing::committed_greedy_ids;
 using testing::stories_path;
-
-
 
 /// A scratch file named after the running test, removed when the test ends.
 class TempFile {
@@ -98,15 +96,12 @@ std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
 Tensor<float> logits_alone(const LlamaModel& model, const std::vector<int32_t>& tokens) {
   const int64_t T = int64_t(tokens.size());
   KvCache cache(model.kv_shape(1, T), KvDtype::fp32);
-  ForwardBatch batch;
-  batch.tokens = tokens;
-  batch.chunk_lengths = {T};
-  batch.lengths = {T};
-  for (int64_t t = 0; t < T; ++t) {
-    batch.slots.push_back(cache.slot(0, t));
-    batch.logit_tokens.push_back(t);
-  }
-  return model.forward(batch, cache);
+  std::vector<int64_t> slots;
+  for (int64_t t = 0; t < T; ++t) slots.push_back(cache.slot(0, t));
+  StepPlan plan;
+  plan.add_sequence(tokens, slots, T, {}, false);
+  for (int64_t t = 0; t < T; ++t) plan.logits_indices.push_back(t);
+  return model.forward(plan, cache);
 }
 
 // The bound on the forward's logits against the float64 oracle, per position: |Δ| ≤
@@ -154,9 +149,9 @@ struct LogitsError {
   ::testing::Test::RecordProperty("max_abs_logit_error", std::to_string(max_abs));
   if (failing == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << failing << " of " << positions << " positions exceed |Δ| ≤ "
-                                       << kLogitTolerance << " · max(1, max|logit|); worst: position "
-                                       << worst_position << ", max |Δ| = " << worst_error << " (scale "
-                                       << worst_scale << ", ratio " << worst_ratio << ")";
+                                       << kLogitTolerance << " · max(1, max|logit|); worst: position " << worst_position
+                                       << ", max |Δ| = " << worst_error << " (scale " << worst_scale << ", ratio "
+                                       << worst_ratio << ")";
 }
 
 /// The largest and second largest of @p row, and the index of the largest.
@@ -189,8 +184,10 @@ TEST(ModelStories260K, LogitsOfTheGreedySequenceEqualTheOracleAtEveryPosition) {
   const Tensor<float> logits = logits_alone(model, tokens);
   LogitsError e;
   EXPECT_TRUE(logits_match(logits, LlamaReference(stories_path()).logits(tokens), &e));
-  std::printf("stories260K greedy sequence, 256 positions: max |Δlogit| vs float64 = %.3g; worst position %lld at "
-              "%.3g of its logits' scale\n", e.max_abs, static_cast<long long>(e.worst_position), e.worst_ratio);
+  std::printf(
+      "stories260K greedy sequence, 256 positions: max |Δlogit| vs float64 = %.3g; worst position %lld at "
+      "%.3g of its logits' scale\n",
+      e.max_abs, static_cast<long long>(e.worst_position), e.worst_ratio);
 }
 
 TEST(ModelStories260K, LogitsOfARandomSequenceEqualTheOracleAtEveryPosition) {
@@ -199,8 +196,10 @@ TEST(ModelStories260K, LogitsOfARandomSequenceEqualTheOracleAtEveryPosition) {
   const LlamaModel model(model::load_llama2c(stories_path()));
   LogitsError e;
   EXPECT_TRUE(logits_match(logits_alone(model, tokens), LlamaReference(stories_path()).logits(tokens), &e));
-  std::printf("stories260K random sequence, 100 positions: max |Δlogit| vs float64 = %.3g; worst position %lld at "
-              "%.3g of its logits' scale\n", e.max_abs, static_cast<long long>(e.worst_position), e.worst_ratio);
+  std::printf(
+      "stories260K random sequence, 100 positions: max |Δlogit| vs float64 = %.3g; worst position %lld at "
+      "%.3g of its logits' scale\n",
+      e.max_abs, static_cast<long long>(e.worst_position), e.worst_ratio);
 }
 
 TEST(ModelStories260K, GreedyFromBosEqualsTheCommittedIds) {
@@ -232,8 +231,8 @@ TEST(ModelStories260K, GreedyFromBosEqualsTheCommittedIds) {
 // ---- a random model with a separate classifier and GQA, through the llama2.c format -------------------
 
 std::string random_spec(uint64_t seed, bool tied) {
-  return "random:tiny,layers=3,heads=4,kv_heads=1,tied=" + std::to_string(tied ? 1 : 0) + ",seed=" +
-         std::to_string(seed);
+  return "random:tiny,layers=3,heads=4,kv_heads=1,tied=" + std::to_string(tied ? 1 : 0) +
+         ",seed=" + std::to_string(seed);
 }
 
 TEST(ModelRandom, SavedFileReadByTheOracleGivesTheForwardsLogits) {
@@ -256,7 +255,9 @@ TEST(ModelRandom, SavedFileReadByTheOracleGivesTheForwardsLogits) {
   EXPECT_TRUE(logits_match(logits_alone(model, tokens), reference.logits(tokens))) << random_spec(seed, false);
 }
 
-bool same_floats(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+bool same_floats(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
 
 void expect_same_weights(const LlamaWeights& a, const LlamaWeights& b) {
   const model::LlamaConfig &x = a.config, &y = b.config;
@@ -325,8 +326,9 @@ void expect_mixed_batch_equals_alone(const LlamaModel& model, SeededRng& rng) {
   const int64_t num_blocks = 3 * per_row + 5;
   KvCache cache(model.kv_shape(3, max_len), KvDtype::fp32, KvPaging{block, num_blocks});
   const std::vector<int32_t> order = scattered_block_order(num_blocks, rng.seed());
+  std::vector<std::vector<int32_t>> tables;  // sequence r's blocks, scattered; the plan maps them
   for (int64_t r = 0; r < 3; ++r)
-    cache.set_block_table(r, std::span<const int32_t>(order).subspan(size_t(r * per_row), size_t(per_row)));
+    tables.emplace_back(order.begin() + r * per_row, order.begin() + (r + 1) * per_row);
 
   std::vector<Tensor<float>> alone;
   for (const auto& s : seqs) alone.push_back(logits_alone(model, s));
@@ -341,16 +343,17 @@ void expect_mixed_batch_equals_alone(const LlamaModel& model, SeededRng& rng) {
       {{12, 13}, {10, 10}, {6, 7}},
   };
   for (size_t call = 0; call < calls.size(); ++call) {
-    ForwardBatch batch;
+    StepPlan batch;  // sequence r is row r (a query of 0: it sits out this call, its context kept)
     for (int64_t r = 0; r < 3; ++r) {
       const Chunk c = calls[call][size_t(r)];
-      batch.chunk_lengths.push_back(c.end - c.first);
-      batch.lengths.push_back(c.end);
+      std::vector<int64_t> slots;
       for (int64_t p = c.first; p < c.end; ++p) {
-        batch.logit_tokens.push_back(int64_t(batch.tokens.size()));
-        batch.tokens.push_back(seqs[size_t(r)][size_t(p)]);
-        batch.slots.push_back(cache.slot(r, p));
+        batch.logits_indices.push_back(int64_t(batch.token_ids.size() + slots.size()));
+        slots.push_back(int64_t{tables[size_t(r)][size_t(p / block)]} * block + p % block);
       }
+      const std::vector<int32_t>& seq = seqs[size_t(r)];
+      batch.add_sequence(std::span(seq).subspan(size_t(c.first), size_t(c.end - c.first)), slots, c.end,
+                         tables[size_t(r)], false);
     }
     const Tensor<float> logits = model.forward(batch, cache);
     int64_t row = 0;
@@ -426,28 +429,75 @@ TEST(ModelErrors, ForwardRejectsABadBatchNamingTheFieldAndChangesNothing) {
   const LlamaModel model(model::load_model("random:tiny,seed=7"));
   const int64_t vocab = model.config().vocab_size;
   KvCache cache(model.kv_shape(2, 16), KvDtype::fp32);
-  ForwardBatch good;
-  good.tokens = {3, 5, 7};
-  good.chunk_lengths = {2, 1};
-  good.lengths = {2, 1};
-  good.slots = {cache.slot(0, 0), cache.slot(0, 1), cache.slot(1, 0)};
-  good.logit_tokens = {1, 2};
-  const auto rejected = [&](const std::function<void(ForwardBatch&)>& spoil, const std::string& field) {
+  StepPlan good;
+  good.add_sequence(std::vector<int32_t>{3, 5}, std::vector<int64_t>{cache.slot(0, 0), cache.slot(0, 1)}, 2, {}, true);
+  good.add_sequence(std::vector<int32_t>{7}, std::vector<int64_t>{cache.slot(1, 0)}, 1, {}, true);
+  const auto rejected = [&](const std::function<void(StepPlan&)>& spoil, const std::string& field) {
     SCOPED_TRACE(field);
-    ForwardBatch b = good;
+    StepPlan b = good;
     spoil(b);
     const std::vector<int32_t> lengths_before = cache.lengths();
     expect_invalid([&] { model.forward(b, cache); }, {field});
-    EXPECT_EQ(cache.lengths(), lengths_before) << "a rejected batch changed the cache's lengths";
+    EXPECT_EQ(cache.lengths(), lengths_before) << "a rejected plan changed the cache's lengths";
   };
-  rejected([](ForwardBatch& b) { b.chunk_lengths = {3}; }, "chunk_lengths.size()");
-  rejected([](ForwardBatch& b) { b.lengths = {2, 1, 0}; }, "lengths.size()");
-  rejected([](ForwardBatch& b) { b.tokens.push_back(1); }, "tokens.size()");
-  rejected([](ForwardBatch& b) { b.slots.pop_back(); }, "slots.size()");
-  rejected([&](ForwardBatch& b) { b.tokens[1] = int32_t(vocab); }, "tokens[1]");
-  rejected([](ForwardBatch& b) { b.tokens[0] = -1; }, "tokens[0]");
-  rejected([](ForwardBatch& b) { b.logit_tokens = {3}; }, "logit_tokens[0]");
-  rejected([&](ForwardBatch& b) { b.lengths[0] = model.config().max_seq_len + 1; }, "lengths[0]");
+  rejected([](StepPlan& b) { b.context_lens = {2}; }, "context_lens.size()");
+  rejected(
+      [](StepPlan& b) {
+        b.cu_seqlens_q = {0, 2, 3, 3};
+        b.context_lens.push_back(0);
+        b.context_lens.push_back(0);
+      },
+      "num_seqs() = 3");
+  rejected([](StepPlan& b) { b.token_ids.push_back(1); }, "positions.size()");
+  rejected([](StepPlan& b) { b.slot_mapping.pop_back(); }, "slot_mapping.size()");
+  rejected([](StepPlan& b) { b.cu_seqlens_q = {1, 2, 3}; }, "cu_seqlens_q[0]");
+  rejected([](StepPlan& b) { b.cu_seqlens_q = {0, 2, 2}; }, "cu_seqlens_q[2]");
+  rejected(
+      [](StepPlan& b) {
+        b.cu_seqlens_q = {0, 3, 3};
+        b.context_lens = {3, 1};
+      },
+      "positions[2]");
+  rejected([](StepPlan& b) { b.context_lens = {1, 1}; }, "context_lens[0]");
+  rejected([](StepPlan& b) { b.positions[1] = 0; }, "positions[1]");
+  rejected([](StepPlan& b) { b.slot_mapping[1] = b.slot_mapping[0]; }, "slot_mapping[1]");
+  rejected([](StepPlan& b) { b.block_tables = {{0}, {1}}; }, "block_tables.size()");
+  rejected([](StepPlan& b) { b.block_copies.push_back({0, 1}); }, "block_copies.size()");
+  rejected([&](StepPlan& b) { b.token_ids[1] = int32_t(vocab); }, "token_ids[1]");
+  rejected([](StepPlan& b) { b.token_ids[0] = -1; }, "token_ids[0]");
+  rejected([](StepPlan& b) { b.logits_indices = {3}; }, "logits_indices[0]");
+  rejected(
+      [&](StepPlan& b) {
+        b.context_lens[0] = 17;
+        b.positions = {15, 16, 0};
+      },
+      "context_lens[0]");
+  {
+    // A paged cache: tables must cover their contexts, name pool blocks, and no slot may be
+    // written twice in a step (two tables sharing a block at the same position).
+    KvCache paged(model.kv_shape(2, 16), KvDtype::fp32, KvPaging{4, 6});
+    const auto paged_rejected = [&](const StepPlan& b, const std::string& field) {
+      SCOPED_TRACE(field);
+      expect_invalid([&] { model.forward(b, paged); }, {field});
+    };
+    StepPlan twice;
+    twice.add_sequence(std::vector<int32_t>{3}, std::vector<int64_t>{8}, 1, {2}, true);
+    twice.add_sequence(std::vector<int32_t>{5}, std::vector<int64_t>{8}, 1, {2}, true);
+    paged_rejected(twice, "is written twice in one step");
+    StepPlan short_table;
+    short_table.add_sequence(std::vector<int32_t>{3}, std::vector<int64_t>{1}, 5, {0}, true);
+    paged_rejected(short_table, "block_tables[0].size() = 1");
+    StepPlan outside;
+    outside.add_sequence(std::vector<int32_t>{3}, std::vector<int64_t>{24}, 1, {6}, true);
+    paged_rejected(outside, "block_tables[0][0] = 6");
+    StepPlan wrong_slot;
+    wrong_slot.add_sequence(std::vector<int32_t>{3, 4}, std::vector<int64_t>{8, 10}, 2, {2}, true);
+    paged_rejected(wrong_slot, "slot_mapping[1] = 10");
+    StepPlan fine;
+    fine.add_sequence(std::vector<int32_t>{3, 4}, std::vector<int64_t>{8, 9}, 2, {2}, true);
+    fine.fresh_blocks = {2};
+    EXPECT_NO_THROW(model.forward(fine, paged));
+  }
   {
     KvCache other(KvCacheShape{2, model.config().n_kv_heads, 16, model.config().head_dim(), 1}, KvDtype::fp32);
     expect_invalid([&] { model.forward(good, other); }, {"cache shape"});

@@ -300,22 +300,22 @@ KvCache paged_cache(const model::LlamaModel& model, int64_t batch, int64_t max_l
   return to_paged(KvCache(model.kv_shape(batch, max_len), KvFormat::fp32()), 8, seed);
 }
 
-// The batch that brings chunk @p chunks[b] to sequence b, which has @p lengths[b] tokens cached
-// before it; the logits of every token are asked for.
-model::ForwardBatch make_batch(const KvCache& cache, const std::vector<std::vector<int32_t>>& chunks,
-                               const std::vector<int64_t>& lengths) {
-  model::ForwardBatch fb;
+// The plan that brings chunk @p chunks[b] to sequence b (row b of @p cache, whose block table it
+// keeps), which has @p lengths[b] tokens cached before it; the logits of every token are asked for.
+model::StepPlan make_batch(const KvCache& cache, const std::vector<std::vector<int32_t>>& chunks,
+                           const std::vector<int64_t>& lengths) {
+  model::StepPlan plan;
   for (size_t b = 0; b < chunks.size(); ++b) {
     const int64_t n = int64_t(chunks[b].size());
-    fb.chunk_lengths.push_back(n);
-    fb.lengths.push_back(lengths[b] + n);
-    for (int64_t i = 0; i < n; ++i) {
-      fb.tokens.push_back(chunks[b][size_t(i)]);
-      fb.slots.push_back(cache.slot(int64_t(b), lengths[b] + i));
-    }
+    std::vector<int64_t> slots;
+    for (int64_t i = 0; i < n; ++i) slots.push_back(cache.slot(int64_t(b), lengths[b] + i));
+    const auto row = cache.block_table().begin() + std::ptrdiff_t(b) * cache.max_blocks_per_seq();
+    std::vector<int32_t> table(row, row + cache.max_blocks_per_seq());
+    std::erase(table, -1);
+    plan.add_sequence(chunks[b], slots, lengths[b] + n, std::move(table), false);
   }
-  for (int64_t i = 0; i < int64_t(fb.tokens.size()); ++i) fb.logit_tokens.push_back(i);
-  return fb;
+  for (int64_t i = 0; i < int64_t(plan.token_ids.size()); ++i) plan.logits_indices.push_back(i);
+  return plan;
 }
 
 std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
@@ -339,17 +339,17 @@ TEST(ModelBackends, ForwardOfAMixedBatchMatchesTheCpuForward) {
       {random_tokens(rng, 5, vocab), random_tokens(rng, 1, vocab), random_tokens(rng, 2, vocab)}};
   std::vector<int64_t> lengths{0, 0, 0};
   for (size_t step = 0; step < steps.size(); ++step) {
-    const model::ForwardBatch fb = make_batch(cpu_cache, steps[step], lengths);
+    const model::StepPlan fb = make_batch(cpu_cache, steps[step], lengths);
     const Tensor<float> cpu = model.forward(fb, cpu_cache);
     Tensor<float> got = model.forward(fb, device_cache, kTestBackend);
     ASSERT_EQ(got.shape(), cpu.shape());
     // Not bit-exact (other summation orders): the fp32 tolerance, the cpu's logits as reference.
     const Comparison cmp = compare_to_oracle(got, convert<double>(cpu), tolerance_for(Precision::fp32));
-    EXPECT_TRUE(cmp.ok) << "step " << step << " (" << fb.tokens.size() << " tokens)\n" << cmp.report();
+    EXPECT_TRUE(cmp.ok) << "step " << step << " (" << fb.token_ids.size() << " tokens)\n" << cmp.report();
     std::cout << "[ info     ] " << to_string(kTestBackend) << " vs cpu logits, step " << step << ": relative error "
               << cmp.rel_frobenius << ", max abs error " << cmp.max_abs_error << " (max |logit| "
               << cmp.max_abs_reference << ")\n";
-    lengths = fb.lengths;
+    lengths = fb.context_lens;
   }
   EXPECT_EQ(device_cache.lengths(), cpu_cache.lengths());
 }
@@ -380,9 +380,9 @@ TEST(ModelBackends, GreedyGenerationMatchesTheCpuWhereTheMarginIsClear) {
   int64_t length = 0;
   double smallest_margin = INFINITY;
   for (int64_t step = 0; step < steps; ++step) {
-    model::ForwardBatch cpu_batch = make_batch(cpu_cache, {cpu_chunk}, {length});
-    model::ForwardBatch device_batch = make_batch(device_cache, {device_chunk}, {length});
-    cpu_batch.logit_tokens = device_batch.logit_tokens = {int64_t(cpu_chunk.size()) - 1};
+    model::StepPlan cpu_batch = make_batch(cpu_cache, {cpu_chunk}, {length});
+    model::StepPlan device_batch = make_batch(device_cache, {device_chunk}, {length});
+    cpu_batch.logits_indices = device_batch.logits_indices = {int64_t(cpu_chunk.size()) - 1};
     const Tensor<float> cpu = model.forward(cpu_batch, cpu_cache);
     const Tensor<float> got = model.forward(device_batch, device_cache, kTestBackend);
     const Comparison cmp = compare_to_oracle(got, convert<double>(cpu), tolerance_for(Precision::fp32));
@@ -393,13 +393,13 @@ TEST(ModelBackends, GreedyGenerationMatchesTheCpuWhereTheMarginIsClear) {
     if (device_token != cpu_token) {
       // Both logits may each be off by the tolerance's max_abs bound: a swap needs a margin ≤ 2×.
       const double bound = 2.0 * tolerance_for(Precision::fp32).max_abs * std::max(1.0, cmp.max_abs_reference);
-      std::cout << "[ info     ] " << to_string(kTestBackend) << ": first different token at step " << step
-                << " (cpu " << cpu_token << ", " << to_string(kTestBackend) << " " << device_token
-                << "): cpu top-2 margin " << margin << ", bound " << bound << "\n";
+      std::cout << "[ info     ] " << to_string(kTestBackend) << ": first different token at step " << step << " (cpu "
+                << cpu_token << ", " << to_string(kTestBackend) << " " << device_token << "): cpu top-2 margin "
+                << margin << ", bound " << bound << "\n";
       EXPECT_LE(margin, bound) << "generated token " << step << " differs though the cpu's top-2 margin is clear";
       return;
     }
-    length = cpu_batch.lengths[0];
+    length = cpu_batch.context_lens[0];
     cpu_chunk = device_chunk = {cpu_token};
   }
   std::cout << "[ info     ] " << to_string(kTestBackend) << ": all " << steps

@@ -12,8 +12,19 @@ include kernels/ folders up to F ("registry" names the files directly in kernels
 Only quoted includes of repository paths are checked ("kernels/decode/decode.h"); system
 headers and the emulator's own include path ("simt/simt.h", which is common/simt) are common.
 
+It also keeps one request's state in one place (the runtime's "one sequence, one plan"):
+
+  - exactly one definition of a type named Sequence in runtime/ (`struct Sequence {` or
+    `class Sequence {`/`: …`), and it is runtime/engine/sequence.h's;
+  - no per-sequence state in runtime/paged/ (the block manager keeps block-level state only and
+    operates on the tables the sequences hold): no map keyed by an integer id
+    (`std::map<int64_t, …>`, `std::unordered_map<int, …>`, …) and no token list member
+    (`std::vector<int32_t> tokens…;`);
+  - no runtime/paged/paged_kv.h (the copy of the manager's tables into the cache; the model
+    runner applies the step plan instead).
+
     check_layering.py ROOT          check the tree at ROOT; exit 1 and list every violation
-    check_layering.py --self-test   check that an upward include in a scratch tree is caught
+    check_layering.py --self-test   check that an upward include and each state rule is caught
 """
 import os
 import re
@@ -84,6 +95,50 @@ def violations(root):
     return found
 
 
+SEQUENCE_DEFINITION = re.compile(r"\b(?:struct|class)[ \t]+Sequence\b[ \t]*(?:final[ \t]*)?[{:]")
+ID_KEYED_MAP = re.compile(r"std::(?:unordered_)?map<\s*(?:std::)?(?:int(?:8|16|32|64)_t|int|long|long long)\s*,")
+TOKEN_LIST = re.compile(r"std::vector<\s*(?:std::)?int32_t\s*>\s+tokens\w*\s*[;{=]")
+THE_SEQUENCE = "runtime/engine/sequence.h"
+
+
+def source_files(root, top):
+    """(repository path, text) of every source file under ROOT/top."""
+    for directory, _, files in os.walk(os.path.join(root, top)):
+        for name in sorted(files):
+            if name.endswith(SOURCE_SUFFIXES):
+                full = os.path.join(directory, name)
+                yield (os.path.relpath(full, root).replace(os.sep, "/"),
+                       open(full, encoding="utf-8", errors="replace").read())
+
+
+def line_of(text, offset):
+    return text.count("\n", 0, offset) + 1
+
+
+def state_violations(root):
+    """The one-sequence rules of the docstring, as messages."""
+    found = []
+    definitions = [(path, line_of(text, m.start())) for path, text in source_files(root, "runtime")
+                   for m in SEQUENCE_DEFINITION.finditer(text)]
+    for path, line in definitions:
+        if path != THE_SEQUENCE:
+            found.append(f"{path}:{line}: defines a Sequence: a request's state is {THE_SEQUENCE}'s, in one place")
+    if definitions and not any(path == THE_SEQUENCE for path, _ in definitions):
+        found.append(f"{THE_SEQUENCE}: no struct Sequence (the one sequence state)")
+    if len([d for d in definitions if d[0] == THE_SEQUENCE]) > 1:
+        found.append(f"{THE_SEQUENCE}: defines Sequence more than once")
+    for path, text in source_files(root, "runtime/paged"):
+        for m in ID_KEYED_MAP.finditer(text):
+            found.append(f"{path}:{line_of(text, m.start())}: a map keyed by an id ({m.group(0)}…): per-sequence state "
+                         f"belongs in the sequence ({THE_SEQUENCE}), not in runtime/paged")
+        for m in TOKEN_LIST.finditer(text):
+            found.append(f"{path}:{line_of(text, m.start())}: a token list ({m.group(0).rstrip(';{=').strip()}): "
+                         f"a sequence's tokens live in {THE_SEQUENCE} only")
+    if os.path.exists(os.path.join(root, "runtime", "paged", "paged_kv.h")):
+        found.append("runtime/paged/paged_kv.h: exists again (the model runner applies the step plan to the cache)")
+    return found
+
+
 def self_test():
     """An upward include in a scratch tree must be reported, and a clean tree must pass."""
     with tempfile.TemporaryDirectory() as root:
@@ -107,6 +162,33 @@ def self_test():
             print("self-test: expected", expected, "got", found)
             return 1
     print("self-test: an upward include between kernels/ folders and between layers is reported")
+    return state_self_test()
+
+
+def state_self_test():
+    """Each one-sequence rule must fire on a scratch tree that breaks it, and a clean tree pass."""
+    with tempfile.TemporaryDirectory() as root:
+        def write(path, text):
+            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+            open(os.path.join(root, path), "w", encoding="utf-8").write(text)
+        write("runtime/engine/sequence.h", "struct Sequence {\n  std::vector<int32_t> tokens;\n};\n")
+        write("runtime/paged/block_manager.h",
+              "struct BlockTable { std::vector<int32_t> blocks; };\nstd::unordered_map<uint64_t, int32_t> by_hash;\n"
+              "struct SequenceBlocks { int64_t id; };\nstruct Sequence;  // a declaration is no definition\n")
+        if state_violations(root):
+            print("self-test: a clean tree was reported:", state_violations(root))
+            return 1
+        write("runtime/paged/manager.h", "class BlockManager {\n  struct Sequence {\n    std::vector<int32_t> tokens;\n"
+              "  };\n  std::map<int64_t, Sequence> sequences_;\n};\n")
+        write("runtime/paged/paged_kv.h", "inline void apply_prompt() {}\n")
+        found = state_violations(root)
+        expected = ["runtime/paged/manager.h:2: defines a Sequence", "runtime/paged/manager.h:5: a map keyed by an id",
+                    "runtime/paged/manager.h:3: a token list", "runtime/paged/paged_kv.h: exists again"]
+        missing = [e for e in expected if not any(f.startswith(e) for f in found)]
+        if missing or len(found) != len(expected):
+            print("self-test: expected", expected, "got", found)
+            return 1
+    print("self-test: a second Sequence, an id-keyed map or token list in runtime/paged, and paged_kv.h are reported")
     return 0
 
 
@@ -116,14 +198,15 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    found = violations(sys.argv[1])
+    found = violations(sys.argv[1]) + state_violations(sys.argv[1])
     for line in found:
         print(line)
     if found:
-        print(f"{len(found)} include(s) against the order of kernels/README.md")
+        print(f"{len(found)} violation(s) of the include order of kernels/README.md or of the one-sequence rules")
         return 1
     layers, folders = read_orders(sys.argv[1])
-    print("every include follows " + " → ".join(layers) + " and kernels/ " + " → ".join(folders))
+    print("every include follows " + " → ".join(layers) + " and kernels/ " + " → ".join(folders) +
+          "; one Sequence state, none in runtime/paged")
     return 0
 
 

@@ -10,13 +10,13 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/args.h"
 #include "common/check.h"
 #include "runtime/analysis/article_audit.h"
 #include "runtime/analysis/inference_cost.h"
 #include "runtime/analysis/kv_capacity.h"
 #include "runtime/analysis/report.h"
 #include "runtime/analysis/units.h"
-#include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
 namespace inferlab::cli {

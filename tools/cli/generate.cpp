@@ -98,7 +98,8 @@ int replay(const Args& args, const model::LlamaModel& m) {
     std::cerr << "  step " << running.stats().steps << ": " << running.outputs().size() << "/" << requests.size()
               << " requests done, " << running.num_running() << " running, " << running.num_waiting() << " waiting\n";
   });
-  const auto outputs = e.take_outputs();
+  auto outputs = e.take_outputs();
+  for (auto& o : outputs) o.id = requests[size_t(o.id)].id;  // the engine's ids are 0, 1, … in trace order
   if (args.has("out")) {
     std::ofstream out(args.required("out"));
     require(bool(out), "--out", args.required("out"), "cannot be written");
