@@ -31,6 +31,7 @@
 //   ./inferlab bench ch07 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //       --benchmark_out=docs/plots/ch07-bench.json --benchmark_out_format=json
 //       --serving-out=docs/plots/ch07-serving.json            (what the lesson's tables come from)
+//   ./inferlab bench ch07 --help                               this chapter's options and Google Benchmark's
 //   ./inferlab bench ch07 --serving-only --quick                a fast look at (b)–(d)
 #include <benchmark/benchmark.h>
 
@@ -45,6 +46,8 @@
 
 #include "chapters/07-continuous-batching/serving_study.h"
 #include "chapters/bench_counters.h"
+#include "common/args.h"
+#include "common/json.h"
 #include "common/rng.h"
 #include "kernels/layers/layers.h"
 #include "runtime/model/llama_model.h"
@@ -231,42 +234,60 @@ int serving_study(const std::string& out_path, bool quick) {
         offline);
 
   if (!out_path.empty()) {
-    std::ofstream out(out_path);
-    out << "{\n\"machine\": \"" << bench::measured_roofline().cpu << "\",\n\"model\": \"" << kServingModel
-        << "\",\n\"clock\": \"real: measured step times, idle gaps skipped\",\n\"offline_rate\": " << offline_rate
-        << ",\n\"runs\": [\n";
+    Json json = {{"machine", bench::measured_roofline().cpu},
+                 {"model", kServingModel},
+                 {"clock", "real: measured step times, idle gaps skipped"},
+                 {"offline_rate", json_number(offline_rate, 6)},
+                 {"runs", Json::array()}};
     for (size_t i = 0; i < runs.size(); ++i)
-      out << (i ? ",\n" : "") << "{\"part\": \"" << parts[i] << "\", \"result\": "
-          << serving::to_json(runs[i], parts[i] == "b" && (i == 0 || i == 1)) << "}";
-    out << "\n]\n}\n";
+      json["runs"].push_back(
+          {{"part", parts[i]}, {"result", serving::to_json(runs[i], parts[i] == "b" && (i == 0 || i == 1))}});
+    std::ofstream out(out_path);
+    out << format_json(json) << "\n";
+    if (!out) throw std::runtime_error("cannot write '" + out_path + "'");
     std::cout << "\nwrote " << out_path << "\n";
   }
   return 0;
 }
 
+const char* kServingUsage = R"(Chapter 07's own options (before or after Google Benchmark's):
+  --serving-out FILE      write the serving study's runs as JSON (what the lesson's tables come from)
+  --no-serving            only the timings (a)
+  --serving-only          only the serving study (b)-(d)
+  --quick                 the serving study with fewer requests
+)";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string serving_out;
-  bool serving = true, only_serving = false, quick = false;
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
+  // Google Benchmark's flags (--benchmark_*, --v=N) go to it; the rest are this chapter's.
+  std::vector<char*> benchmark_args{argv[0]};
+  std::vector<std::string> own;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a.rfind("--serving-out=", 0) == 0) {
-      serving_out = a.substr(14);
-    } else if (a == "--no-serving") {
-      serving = false;
-    } else if (a == "--serving-only") {
-      only_serving = true;
-    } else if (a == "--quick") {
-      quick = true;
+    if (a.rfind("--benchmark_", 0) == 0 || a.rfind("--v=", 0) == 0) {
+      benchmark_args.push_back(argv[i]);
     } else {
-      rest.push_back(argv[i]);
+      own.push_back(a);
     }
   }
+  const Args args(own, {"no-serving", "serving-only", "quick"});
+  if (args.help()) {  // this chapter's options, then Google Benchmark's (it prints them and exits)
+    std::cout << kServingUsage << "\nGoogle Benchmark's options:\n";
+    static char help[] = "--help";
+    char* help_args[] = {argv[0], help};
+    return bench::run_benchmarks(2, help_args, register_benchmarks);
+  }
+  try {
+    args.check_known({"serving-out", "no-serving", "serving-only", "quick"});
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "bench_ch07: " << e.what() << "\n" << kServingUsage;
+    return 1;
+  }
+  const bool serving = !args.has("no-serving"), only_serving = args.has("serving-only");
   if (!only_serving) {
-    const int status = bench::run_benchmarks(int(rest.size()), rest.data(), register_benchmarks);
+    const int status = bench::run_benchmarks(int(benchmark_args.size()), benchmark_args.data(), register_benchmarks);
     if (status != 0) return status;
   }
-  return serving ? serving_study(serving_out, quick) : 0;
+  return serving ? serving_study(args.get_or("serving-out", ""), args.has("quick")) : 0;
 }

@@ -4,7 +4,6 @@
 // continuous batching with the same KV memory, side by side; then one decode step of a random
 // model against the batch size, the seed's "decode is memory-bound" made precise for a whole
 // model. A few seconds; the sweeps are `./inferlab bench ch07`.
-#include <chrono>
 #include <filesystem>
 #include <iomanip>
 #include <string>
@@ -12,6 +11,7 @@
 
 #include "chapters/07-continuous-batching/serving_study.h"
 #include "chapters/tour.h"
+#include "common/timer.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
 
@@ -39,9 +39,9 @@ void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptio
     engine::Request r;
     r.prompt = {1};  // BOS
     r.sampling.max_new_tokens = options.quick ? 16 : 64;
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch stopwatch;
     const engine::RequestOutput o = engine::generate_alone(m, r);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = stopwatch.seconds();
     out << "stories260K (" << m.config().describe() << "), greedy from BOS, " << o.tokens.size()
         << " tokens in " << std::fixed << std::setprecision(3) << seconds << " s:\n  ";
     for (size_t i = 0; i < o.tokens.size(); ++i) out << (i ? " " : "") << o.tokens[i];
@@ -102,13 +102,8 @@ void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptio
     for (int64_t B = 1; B <= max_batch; B *= (options.quick ? 4 : 2)) {
       const model::StepPlan fb = serving::decode_batch(m, cache, B, context);
       const Cost cost = m.step_cost(fb);
-      m.forward(fb, cache);  // warm up (pages, caches, threads)
-      double best = 1e30;
-      for (int rep = 0; rep < (options.quick ? 1 : 3); ++rep) {
-        const auto start = std::chrono::steady_clock::now();
-        m.forward(fb, cache);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
+      // One untimed call (pages, caches, threads), then the fastest of 1 or 3.
+      const double best = best_time_seconds(options.quick ? 1 : 3, [&] { m.forward(fb, cache); });
       const double gflops = cost.flops / best / 1e9;
       const double roof = std::min(roofline.peak_gflops, cost.arithmetic_intensity() * roofline.read_gbs);
       out << std::setw(6) << B << std::setprecision(1) << std::setw(8) << cost.arithmetic_intensity()

@@ -7,12 +7,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/args.h"
 #include "common/check.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/metrics.h"
 #include "runtime/engine/trace.h"
 #include "runtime/model/llama_model.h"
-#include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
 namespace inferlab::cli {
