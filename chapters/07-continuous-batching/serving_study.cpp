@@ -88,19 +88,18 @@ KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64
   return cache;
 }
 
-model::ForwardBatch decode_batch(const model::LlamaModel& model, const KvCache& cache, int64_t B, int64_t context) {
-  const int64_t rows = cache.shape().batch;
-  model::ForwardBatch fb;
-  fb.chunk_lengths.assign(size_t(rows), 0);
-  fb.lengths.assign(size_t(rows), context);
+model::StepPlan decode_batch(const model::LlamaModel& model, const KvCache& cache, int64_t B, int64_t context) {
+  // random_decode_cache()'s tables: sequence b holds blocks b · per_seq … b · per_seq + per_seq − 1.
+  const int64_t block = cache.paging().block_size, per_seq = cache.paging().num_blocks / cache.shape().batch;
+  model::StepPlan plan;
   for (int64_t b = 0; b < B; ++b) {
-    fb.tokens.push_back(int32_t((b * 7919) % model.config().vocab_size));
-    fb.chunk_lengths[size_t(b)] = 1;
-    fb.lengths[size_t(b)] = context + 1;
-    fb.slots.push_back(cache.slot(b, context));
-    fb.logit_tokens.push_back(b);
+    std::vector<int32_t> table;
+    for (int64_t i = 0; i < per_seq; ++i) table.push_back(int32_t(b * per_seq + i));
+    const int32_t token = int32_t((b * 7919) % model.config().vocab_size);
+    const int64_t slot = int64_t{table[size_t(context / block)]} * block + context % block;
+    plan.add_sequence(std::span(&token, 1), std::span(&slot, 1), context + 1, std::move(table), true);
   }
-  return fb;
+  return plan;
 }
 
 Json to_json(const ServingRun& r, bool with_steps) {

@@ -64,7 +64,7 @@ KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64
 
 /// One decode token for each of the first @p B sequences of a random_decode_cache() of
 /// @p context tokens, at position @p context, every one sampling.
-model::ForwardBatch decode_batch(const model::LlamaModel& model, const KvCache& cache, int64_t B, int64_t context);
+model::StepPlan decode_batch(const model::LlamaModel& model, const KvCache& cache, int64_t B, int64_t context);
 
 /// @p r as a JSON object, {"name": …, "run": engine::run_json(…)}; with @p with_steps also
 /// "steps", its per-step records (which requests ran).

@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
 #include "runtime/engine/sampling.h"
 
@@ -48,7 +49,7 @@ void EngineConfig::validate() const {
   require(simulated_fixed_seconds >= 0 && simulated_token_seconds >= 0, "simulated step seconds",
           simulated_fixed_seconds, "must be ≥ 0");
   if (policy == BatchingPolicy::static_batch)
-    require((max_seq_len + block_size - 1) / block_size <= num_blocks, "num_blocks", num_blocks,
+    require(ceil_div(max_seq_len, block_size) <= num_blocks, "num_blocks", num_blocks,
             "static batching reserves max_seq_len = " + std::to_string(max_seq_len) +
                 " tokens per request: the pool must hold at least one");
 }
