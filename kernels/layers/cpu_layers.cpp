@@ -15,9 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
+#include "common/half.h"
 #include "kernels/layers/layers.h"
 #include "kernels/primitives/cpu_simd.h"
+#include "kernels/primitives/cpu_simd_widen.h"
 
 namespace inferlab {
 namespace {
@@ -32,19 +35,37 @@ using simd::Vec;
 // linear_w13/cpu/64 medians).
 constexpr int64_t kTileRows = 4;                    // rows of x per register tile
 constexpr int64_t kTileOut = kLanes == 16 ? 4 : 3;  // outputs (rows of w) per register tile and per work item
-constexpr int64_t kRowBlock = 64;  // rows of x per block: 64 × 3072 floats = 768 KiB at most
+constexpr int64_t kRowBlock = 64;                   // rows of x per block: 64 × 3072 floats = 768 KiB at most
 
-// y[r][o] = x_r · w_o for the R × O tile at rows @p x (stride in), weights @p w (stride in),
-// output @p y (stride out_stride).
-template <int R, int O>
-void micro_tile(const float* x, const float* w, int64_t in, float* y, int64_t out_stride) {
+// How the micro-tile reads a weight format: a vector of kLanes weights widened to fp32, and one
+// weight for the scalar tail. The arithmetic after the load is the same for every format.
+struct F32Weights {
+  using Element = float;
+  static simd::Vec load(const float* p) { return simd::load(p); }
+  static float at(const float* p) { return *p; }
+};
+struct F16Weights {
+  using Element = uint16_t;
+  static simd::Vec load(const uint16_t* p) { return simd::load_f16(p); }
+  static float at(const uint16_t* p) { return half_bits_to_float(*p); }
+};
+struct BF16Weights {
+  using Element = uint16_t;
+  static simd::Vec load(const uint16_t* p) { return simd::load_bf16(p); }
+  static float at(const uint16_t* p) { return bfloat16_bits_to_float(*p); }
+};
+
+// y[r][o] = x_r · w_o for the R × O tile at rows @p x (stride in), weights @p w (stride in, read
+// as Format says), output @p y (stride out_stride).
+template <class Format, int R, int O>
+void micro_tile(const float* x, const typename Format::Element* w, int64_t in, float* y, int64_t out_stride) {
   Vec acc[R][O];
   for (int r = 0; r < R; ++r)
     for (int o = 0; o < O; ++o) acc[r][o] = simd::broadcast(0.0f);
   const int64_t whole = in / kLanes * kLanes;
   for (int64_t k = 0; k < whole; k += kLanes) {
     Vec wv[O];
-    for (int o = 0; o < O; ++o) wv[o] = simd::load(w + o * in + k);
+    for (int o = 0; o < O; ++o) wv[o] = Format::load(w + o * in + k);
     for (int r = 0; r < R; ++r) {
       const Vec xv = simd::load(x + r * in + k);
       for (int o = 0; o < O; ++o) acc[r][o] = simd::fma(xv, wv[o], acc[r][o]);
@@ -53,39 +74,43 @@ void micro_tile(const float* x, const float* w, int64_t in, float* y, int64_t ou
   for (int r = 0; r < R; ++r)
     for (int o = 0; o < O; ++o) {
       float sum = simd::reduce_add(acc[r][o]);
-      for (int64_t k = whole; k < in; ++k) sum = std::fma(x[r * in + k], w[o * in + k], sum);
+      for (int64_t k = whole; k < in; ++k) sum = std::fma(x[r * in + k], Format::at(w + o * in + k), sum);
       y[r * out_stride + o] = sum;
     }
 }
 
 // The tile of @p rows × @p outs (each ≤ its kTile) by the instance for its size.
-template <int R = kTileRows>
-void tile(int64_t rows, int64_t outs, const float* x, const float* w, int64_t in, float* y, int64_t out_stride) {
+template <class Format, int R = kTileRows>
+void tile(int64_t rows, int64_t outs, const float* x, const typename Format::Element* w, int64_t in, float* y,
+          int64_t out_stride) {
   if constexpr (R > 1) {
-    if (rows < R) return tile<R - 1>(rows, outs, x, w, in, y, out_stride);
+    if (rows < R) return tile<Format, R - 1>(rows, outs, x, w, in, y, out_stride);
   }
   switch (outs) {
-    case 4: return micro_tile<R, 4>(x, w, in, y, out_stride);
-    case 3: return micro_tile<R, 3>(x, w, in, y, out_stride);
-    case 2: return micro_tile<R, 2>(x, w, in, y, out_stride);
-    default: return micro_tile<R, 1>(x, w, in, y, out_stride);
+    case 4:
+      return micro_tile<Format, R, 4>(x, w, in, y, out_stride);
+    case 3:
+      return micro_tile<Format, R, 3>(x, w, in, y, out_stride);
+    case 2:
+      return micro_tile<Format, R, 2>(x, w, in, y, out_stride);
+    default:
+      return micro_tile<Format, R, 1>(x, w, in, y, out_stride);
   }
 }
 
-void check_linear(const Tensor<float>& x, const Tensor<float>& w, const Tensor<float>& y) {
+void check_linear(const Tensor<float>& x, const Shape& w, const Tensor<float>& y) {
   check_rank(x, 2, "x");
-  check_rank(w, 2, "w");
-  require(x.dim(1) == w.dim(1), "x.shape[1]", x.dim(1), "must equal the weights' input size w.shape[1] = " +
-                                                            std::to_string(w.dim(1)));
-  check_shape(y, {x.dim(0), w.dim(0)}, "y");
+  require(w.size() == 2, "w.rank()", w.size(), "must be 2 ([out_features, in_features])");
+  require(x.dim(1) == w[1], "x.shape[1]", x.dim(1),
+          "must equal the weights' input size w.shape[1] = " + std::to_string(w[1]));
+  check_shape(y, {x.dim(0), w[0]}, "y");
 }
 
-}  // namespace
-
-void linear_cpu(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y) {
-  check_linear(x, w, y);
-  const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
-  const int64_t tiles = (out + kTileOut - 1) / kTileOut;
+// y = x · wᵀ over weights @p w ([out, in], read as Format says): the loops of the file comment.
+template <class Format>
+void linear_rows(const Tensor<float>& x, const typename Format::Element* w, int64_t out, int64_t in, Tensor<float>& y) {
+  const int64_t rows = x.dim(0);
+  const int64_t tiles = ceil_div(out, kTileOut);
   // Threads only when there is work for them: waking them costs more than a tiny layer (a few
   // microseconds — most of a 32-wide model's step). Which thread computes a tile changes nothing.
   const bool parallel = rows * out * in >= (int64_t{1} << 18);
@@ -95,29 +120,57 @@ void linear_cpu(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t o = t * kTileOut, outs = std::min(kTileOut, out - o);
       for (int64_t r = r0; r < r_end; r += kTileRows)
-        tile(std::min(kTileRows, r_end - r), outs, x.data() + r * in, w.data() + o * in, in, y.data() + r * out + o,
-             out);
+        tile<Format>(std::min(kTileRows, r_end - r), outs, x.data() + r * in, w + o * in, in, y.data() + r * out + o,
+                     out);
     }
   }
 }
 
-void linear_openblas(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y) {
-  check_linear(x, w, y);
-  const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
-  if (rows == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(out), int(in), 1.0f, x.data(), int(in),
-              w.data(), int(in), 0.0f, y.data(), int(out));
+}  // namespace
+
+void linear_cpu(const Tensor<float>& x, const Weight& w, Tensor<float>& y) {
+  check_linear(x, w.shape(), y);
+  const int64_t out = w.out_features(), in = w.in_features();
+  switch (w.format()) {
+    case WeightFormat::f32:
+      return linear_rows<F32Weights>(x, w.f32().data(), out, in, y);
+    case WeightFormat::f16:
+      return linear_rows<F16Weights>(x, w.bits16().data(), out, in, y);
+    case WeightFormat::bf16:
+      return linear_rows<BF16Weights>(x, w.bits16().data(), out, in, y);
+  }
 }
 
-Cost linear_cost(int64_t rows, int64_t out, int64_t in) {
+void linear_cpu(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y) {
+  check_rank(w, 2, "w");
+  check_linear(x, w.shape(), y);
+  linear_rows<F32Weights>(x, w.data(), w.dim(0), w.dim(1), y);
+}
+
+void linear_openblas(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y) {
+  check_rank(w, 2, "w");
+  check_linear(x, w.shape(), y);
+  const int64_t rows = x.dim(0), out = w.dim(0), in = w.dim(1);
+  if (rows == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(out), int(in), 1.0f, x.data(), int(in), w.data(),
+              int(in), 0.0f, y.data(), int(out));
+}
+
+Cost linear_cost(int64_t rows, int64_t out, int64_t in, int64_t bytes_per_weight) {
   return {2.0 * double(rows) * double(out) * double(in),
-          4.0 * (double(out) * double(in) + double(rows) * double(in) + double(rows) * double(out))};
+          double(bytes_per_weight) * double(out) * double(in) +
+              4.0 * (double(rows) * double(in) + double(rows) * double(out))};
+}
+
+Cost linear_cost(int64_t rows, const Weight& w) {
+  return linear_cost(rows, w.out_features(), w.in_features(), bytes_per_weight(w.format()));
 }
 
 void rms_norm_cpu(const Tensor<float>& x, std::span<const float> weight, float eps, Tensor<float>& y) {
   check_rank(x, 2, "x");
   const int64_t rows = x.dim(0), dim = x.dim(1);
-  require(int64_t(weight.size()) == dim, "weight.size()", weight.size(), "must equal x.shape[1] = " + std::to_string(dim));
+  require(int64_t(weight.size()) == dim, "weight.size()", weight.size(),
+          "must equal x.shape[1] = " + std::to_string(dim));
   check_shape(y, x.shape(), "y");
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x.data() + r * dim;

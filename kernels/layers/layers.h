@@ -20,6 +20,7 @@
 
 #include "common/cost.h"
 #include "common/tensor.h"
+#include "kernels/layers/weight.h"
 
 namespace inferlab {
 
@@ -32,13 +33,23 @@ namespace inferlab {
 /// std::invalid_argument when a shape does not match.
 void linear_cpu(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y);
 
+/// The same product over a typed weight (@p w: [out, in] in fp32, fp16 or bf16; weight.h): 16-bit
+/// weights are widened to fp32 in registers as they are loaded, then summed exactly as above
+/// (same order, same reduction), so the result is batch-invariant in every format and, for
+/// fp32, bit-identical to the overload above. Throws std::invalid_argument when a shape does
+/// not match.
+void linear_cpu(const Tensor<float>& x, const Weight& w, Tensor<float>& y);
+
 /// The same product through OpenBLAS's cblas_sgemm — faster for large batches, not
 /// batch-invariant (see the file comment). For benchmarks.
 void linear_openblas(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y);
 
-/// FLOPs and bytes of linear_cpu() on @p rows rows: 2·rows·out·in FLOPs; the weights read once,
-/// x read and y written once (fp32).
-Cost linear_cost(int64_t rows, int64_t out, int64_t in);
+/// FLOPs and bytes of linear_cpu() on @p rows rows: 2·rows·out·in FLOPs; the weights read once
+/// (@p bytes_per_weight each), x read and y written once (fp32).
+Cost linear_cost(int64_t rows, int64_t out, int64_t in, int64_t bytes_per_weight = 4);
+
+/// linear_cost() for the weight @p w: its real bytes (weight.h's bytes()).
+Cost linear_cost(int64_t rows, const Weight& w);
 
 /// RMSNorm of each row of @p x ([rows, dim]): y = x / √(mean(x²) + @p eps) ⊙ @p weight ([dim]).
 /// y may alias x. Throws std::invalid_argument when a shape does not match.

@@ -29,10 +29,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
-
-#include "common/ceil_div.h"
 #pragma GCC diagnostic pop
 #endif
+
+#include "common/ceil_div.h"
 
 namespace inferlab::simd {
 

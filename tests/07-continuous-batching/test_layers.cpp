@@ -9,9 +9,14 @@
 //  - rms_norm_cpu (in place too), rope_cpu (table from rope_table, random positions, against
 //    angle = pos · θ^(−2i/d) in double; columns past heads · head_dim untouched), swiglu_cpu;
 //    the row-wise layers give a row alone what they give it in a batch;
-//  - bad shapes throw std::invalid_argument naming the argument.
+//  - typed weights (kernels/layers/weight.h): fp16 and bf16 storage is the nearest 16-bit value
+//    of each fp32 weight; linear_cpu over them equals the float64 product with the stored
+//    (widened) weights on odd shapes, is batch-invariant bit for bit, and over an fp32 Weight is
+//    bit-identical to the Tensor overload; bytes and costs count the real bytes;
+//  - bad shapes and formats throw std::invalid_argument naming the argument.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "common/compare.h"
+#include "common/half.h"
 #include "kernels/layers/layers.h"
 #include "tests/07-continuous-batching/linear_invariance_check.h"
 #include "tests/support/seeded.h"
@@ -74,7 +80,14 @@ Tolerance linear_tolerance(const LinearOracle& o) {
   return product_tolerance(Precision::fp32, ref > 0.0 ? std::sqrt(mag / ref) : 1.0);
 }
 
-bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
+/// linear_cpu over an fp32 tensor, as a value (linear_cpu is overloaded for typed weights).
+const testing::LinearFn linear_f32 = [](const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y) {
+  linear_cpu(x, w, y);
+};
+
+bool same_bits(const float* a, const float* b, int64_t n) {
+  return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0;
+}
 
 // ---- linear ---------------------------------------------------------------------------------------
 
@@ -119,8 +132,8 @@ TEST(Linear, OpenBlasAgreesWithCpuWithinTheFp32Tolerance) {
     EXPECT_TRUE(to_oracle.ok) << "openblas, rows " << s.rows << ", out " << s.out << ", in " << s.in << ":\n"
                               << to_oracle.report();
     const Comparison to_cpu = compare_to_oracle(blas, convert<double>(mine), tolerance);
-    EXPECT_TRUE(to_cpu.ok) << "openblas vs linear_cpu, rows " << s.rows << ", out " << s.out << ", in " << s.in
-                           << ":\n" << to_cpu.report();
+    EXPECT_TRUE(to_cpu.ok) << "openblas vs linear_cpu, rows " << s.rows << ", out " << s.out << ", in " << s.in << ":\n"
+                           << to_cpu.report();
   }
 }
 
@@ -138,13 +151,13 @@ TEST(Linear, EveryRowIsBitIdenticalWhateverTheBatch) {
   // forward: wqkv [128, 64], w13 [344, 64], w2 [64, 172], the tied head [512, 64].
   const std::vector<testing::LinearInvarianceCase> cases = {
       {70, 172}, {1, 33}, {3, 7}, {17, 200}, {rng.integer(1, 70), 33}, {128, 64}, {344, 64}, {64, 172}, {512, 64}};
-  for (const auto& c : cases) EXPECT_TRUE(testing::linear_is_batch_invariant(linear_cpu, c, rng));
+  for (const auto& c : cases) EXPECT_TRUE(testing::linear_is_batch_invariant(linear_f32, c, rng));
 }
 
 TEST(Linear, BadShapesAreRejectedNamingTheArgument) {
   SeededRng rng;
   const Tensor<float> x = rng.normal_tensor({3, 33}), w = rng.normal_tensor({5, 33});
-  for (const auto& linear : {std::function(linear_cpu), std::function(linear_openblas)}) {
+  for (const auto& linear : {linear_f32, testing::LinearFn(linear_openblas)}) {
     Tensor<float> y({3, 5});
     expect_invalid([&] { linear(rng.normal_tensor({3, 32}), w, y); }, "x.shape[1]");
     expect_invalid([&] { linear(rng.normal_tensor({33}), w, y); }, "x.shape");
@@ -153,6 +166,120 @@ TEST(Linear, BadShapesAreRejectedNamingTheArgument) {
     expect_invalid([&] { linear(x, w, wrong_rows); }, "y.shape");
     expect_invalid([&] { linear(x, w, wrong_out); }, "y.shape");
   }
+}
+
+// ---- typed weights ---------------------------------------------------------------------------------
+
+constexpr WeightFormat kSixteenBitFormats[] = {WeightFormat::f16, WeightFormat::bf16};
+
+TEST(Weight, SixteenBitStorageIsTheNearestValueOfEachWeight) {
+  SeededRng rng;
+  const Tensor<float> w = rng.normal_tensor({7, 33});
+  for (const WeightFormat format : kSixteenBitFormats) {
+    const Weight typed = Weight::convert(w, format);
+    EXPECT_EQ(typed.format(), format);
+    EXPECT_EQ(typed.shape(), (Shape{7, 33}));
+    EXPECT_EQ(typed.bytes(), 2 * 7 * 33);
+    const auto to_bits = format == WeightFormat::f16 ? float_to_half_bits : float_to_bfloat16_bits;
+    const auto to_float = format == WeightFormat::f16 ? half_bits_to_float : bfloat16_bits_to_float;
+    const Tensor<float> widened = typed.to_f32();
+    for (int64_t i = 0; i < w.size(); ++i) {
+      ASSERT_EQ(typed.bits16()[i], to_bits(w[i])) << to_string(format) << " element " << i;
+      ASSERT_EQ(widened[i], to_float(typed.bits16()[i]));
+      ASSERT_EQ(typed.at(i / 33, i % 33), widened[i]);
+    }
+    // The conversion rounds: most weights move, none by more than half a 16-bit step (relative;
+    // fp16's subnormals below 2^-14 have the fixed spacing 2^-24).
+    const double step = format == WeightFormat::f16 ? 0x1p-10 : 0x1p-7;
+    int64_t moved = 0;
+    for (int64_t i = 0; i < w.size(); ++i) {
+      moved += widened[i] != w[i];
+      const double half_step = std::max(0.5 * step * std::abs(double(w[i])), 0x1p-25);
+      EXPECT_LE(std::abs(double(widened[i]) - double(w[i])), half_step) << to_string(format) << " element " << i;
+    }
+    EXPECT_GT(moved, w.size() / 2) << to_string(format) << ": the weights were not converted";
+  }
+  const Weight f32(w);
+  EXPECT_EQ(f32.bytes(), 4 * 7 * 33);
+  EXPECT_EQ(std::memcmp(f32.f32().data(), w.data(), sizeof(float) * size_t(w.size())), 0);
+  EXPECT_THROW((void)f32.bits16(), std::logic_error);
+  EXPECT_THROW((void)Weight::convert(w, WeightFormat::f16).f32(), std::logic_error);
+}
+
+TEST(Weight, FormatNamesRoundTripAndUnknownOnesAreRejected) {
+  for (const WeightFormat format : {WeightFormat::f32, WeightFormat::f16, WeightFormat::bf16})
+    EXPECT_EQ(parse_weight_format(to_string(format)), format);
+  expect_invalid([] { parse_weight_format("q4_1x"); }, "weight format = q4_1x");
+  expect_invalid([] { parse_weight_format(""); }, "weight format");
+  SeededRng rng;
+  expect_invalid([&] { Weight(rng.normal_tensor({3})); }, "weight.shape");
+}
+
+TEST(Linear, TypedWeightsEqualTheOracleOverTheStoredWeights) {
+  SeededRng rng;
+  for (const LinearShape& s : linear_shapes(rng)) {
+    const Tensor<float> x = rng.normal_tensor({s.rows, s.in}), w = rng.normal_tensor({s.out, s.in});
+    for (const WeightFormat format : kSixteenBitFormats) {
+      const Weight typed = Weight::convert(w, format);
+      Tensor<float> y({s.rows, s.out});
+      y.poison();
+      linear_cpu(x, typed, y);
+      // The oracle multiplies by the stored weights: the conversion's rounding is the format's,
+      // the product's is fp32's.
+      const LinearOracle o = linear_reference(x, typed.to_f32());
+      const Comparison c = compare_to_oracle(y, o.y, linear_tolerance(o));
+      EXPECT_TRUE(c.ok) << to_string(format) << ", rows " << s.rows << ", out " << s.out << ", in " << s.in << ":\n"
+                        << c.report();
+    }
+  }
+}
+
+TEST(Linear, AnFp32WeightIsBitIdenticalToTheTensorOverload) {
+  SeededRng rng;
+  for (const LinearShape& s : linear_shapes(rng)) {
+    const Tensor<float> x = rng.normal_tensor({s.rows, s.in}), w = rng.normal_tensor({s.out, s.in});
+    Tensor<float> plain({s.rows, s.out}), typed({s.rows, s.out});
+    plain.poison();
+    typed.poison();
+    linear_cpu(x, w, plain);
+    linear_cpu(x, Weight(w), typed);
+    EXPECT_TRUE(same_bits(plain.data(), typed.data(), plain.size()))
+        << "rows " << s.rows << ", out " << s.out << ", in " << s.in;
+  }
+}
+
+TEST(Linear, TypedWeightsAreBatchInvariant) {
+  SeededRng rng;
+  for (const WeightFormat format : kSixteenBitFormats) {
+    // The check draws w in fp32; the layer under test stores it in the format first (the same
+    // stored weights for every call of one check: the conversion is deterministic).
+    const testing::LinearFn linear = [format](const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y) {
+      linear_cpu(x, Weight::convert(w, format), y);
+    };
+    for (const testing::LinearInvarianceCase& c :
+         std::vector<testing::LinearInvarianceCase>{{70, 172}, {3, 7}, {17, 200}, {rng.integer(1, 70), 33}})
+      EXPECT_TRUE(testing::linear_is_batch_invariant(linear, c, rng)) << to_string(format);
+  }
+}
+
+TEST(Linear, CostCountsTheWeightsRealBytes) {
+  SeededRng rng;
+  const Tensor<float> w = rng.normal_tensor({40, 24});
+  const Cost f32 = linear_cost(3, Weight(w)), f16 = linear_cost(3, Weight::convert(w, WeightFormat::f16));
+  EXPECT_DOUBLE_EQ(f32.flops, 2.0 * 3 * 40 * 24);
+  EXPECT_DOUBLE_EQ(f16.flops, f32.flops);
+  EXPECT_DOUBLE_EQ(f32.bytes, 4.0 * 40 * 24 + 4.0 * (3 * 24 + 3 * 40));
+  EXPECT_DOUBLE_EQ(f16.bytes, 2.0 * 40 * 24 + 4.0 * (3 * 24 + 3 * 40));
+}
+
+TEST(Linear, TypedWeightShapesAreChecked) {
+  SeededRng rng;
+  const Tensor<float> x = rng.normal_tensor({3, 33});
+  const Weight w = Weight::convert(rng.normal_tensor({5, 33}), WeightFormat::bf16);
+  Tensor<float> y({3, 5});
+  expect_invalid([&] { linear_cpu(rng.normal_tensor({3, 32}), w, y); }, "x.shape[1]");
+  Tensor<float> wrong_out({3, 6});
+  expect_invalid([&] { linear_cpu(x, w, wrong_out); }, "y.shape");
 }
 
 // ---- RMSNorm ----------------------------------------------------------------------------------------
@@ -186,7 +313,8 @@ TEST(RmsNorm, EqualsTheOracleAndMayWorkInPlace) {
       EXPECT_TRUE(c.ok) << "rows " << rows << ", dim " << dim << ":\n" << c.report();
       Tensor<float> in_place = x;
       rms_norm_cpu(in_place, weight, eps, in_place);
-      EXPECT_TRUE(same_bits(in_place.data(), y.data(), y.size())) << "in place differs, rows " << rows << ", dim " << dim;
+      EXPECT_TRUE(same_bits(in_place.data(), y.data(), y.size()))
+          << "in place differs, rows " << rows << ", dim " << dim;
     }
 }
 
