@@ -60,10 +60,13 @@ what the grader guarantees (docs: README "Grading")
                  (check.h, tensor.h, huge_pages.h, half.h, cost.h, simt/).
   the data       every graded test draws fresh inputs from --seed (the environment's
                  INFERLAB_SEED is ignored); kernel tests check that a kernel was launched and,
-                 where the exercise is about memory, the device-memory peak.
+                 where the exercise is about memory, the device-memory peak; host code that
+                 reads or writes device memory outside a launch or a copy aborts with the
+                 emulator's host-access report, as it would crash on a GPU (the environment's
+                 SIMT_HOST_ACCESS is ignored).
   not covered    a student who computes the right answer by other means than the exercise
-                 asks (a kernel launched for show beside a host loop that reads device memory
-                 directly) is not detected; code copied from elsewhere is not detected.
+                 asks (a kernel launched for show beside a host loop over the *host* inputs)
+                 is not detected; code copied from elsewhere is not detected.
 
 containment
   each test runs in its own process group, with no core dumps, a --memory-limit address-space

@@ -180,7 +180,9 @@ def build_chapter(run: GradeRun, ch: Chapter, targets: set[str]) -> None:
 
 
 def test_environment(run: GradeRun) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "INFERLAB_SEED"}
+    # The grader's seed is its own, and the emulator's host-access check stays on whatever the
+    # caller's environment says (SIMT_HOST_ACCESS=allow would let a kernel-for-show pass).
+    env = {k: v for k, v in os.environ.items() if k not in ("INFERLAB_SEED", "SIMT_HOST_ACCESS")}
     env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // run.args.jobs)))
     env["GTEST_COLOR"] = "no"
     return env
