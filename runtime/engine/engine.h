@@ -113,7 +113,7 @@ struct StepOutput {
   /// Per request that produced something — tokens, or its finish — in this step, in plan order;
   /// the aborts since the previous step come first.
   std::vector<RequestDelta> deltas;
-  /// @ref more: `while (engine.step())` runs the engine dry.
+  /// The value of `more`, so that `while (engine.step())` runs the engine dry.
   explicit operator bool() const { return more; }
 };
 
