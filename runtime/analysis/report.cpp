@@ -70,6 +70,21 @@ int64_t kv_element_size(KvFormat kv) {
 }
 
 // Figures in the JSON carry 12 significant digits (byte and FLOP counts stay exact).
+// A model's shape as JSON (analyze --json's "model", the catalogue's rows).
+Json model_json(const ModelShape& m) {
+  return {{"key", m.key},
+          {"name", m.name},
+          {"hidden_size", m.hidden_size},
+          {"num_layers", m.num_layers},
+          {"num_heads", m.num_heads},
+          {"num_kv_heads", m.num_kv_heads},
+          {"head_dim", m.head_dim()},
+          {"ffn_size", m.ffn_size},
+          {"vocab_size", m.vocab_size},
+          {"tied_embeddings", m.tied_embeddings},
+          {"params", m.total_params()}};
+}
+
 Json figure(double value) {
   return json_number(value, 12);
 }
@@ -256,18 +271,8 @@ std::string to_json(const Analysis& a) {
   const ModelShape& m = w.model;
   const DeviceSpec& dev = w.device;
   Json json;
-  json["model"] = {{"name", m.name},
-                   {"key", m.key},
-                   {"hidden_size", m.hidden_size},
-                   {"num_layers", m.num_layers},
-                   {"num_heads", m.num_heads},
-                   {"num_kv_heads", m.num_kv_heads},
-                   {"head_dim", m.head_dim()},
-                   {"ffn_size", m.ffn_size},
-                   {"vocab_size", m.vocab_size},
-                   {"tied_embeddings", m.tied_embeddings},
-                   {"params", m.total_params()},
-                   {"streamed_params", m.streamed_params()}};
+  json["model"] = model_json(m);
+  json["model"]["streamed_params"] = m.streamed_params();
   json["device"] = {{"name", dev.name},
                     {"key", dev.key},
                     {"bandwidth_gbs", figure(dev.bandwidth_gbs)},
@@ -356,20 +361,11 @@ void print_catalog(std::ostream& out) {
 
 std::string catalog_json() {
   Json models = Json::array();
-  for (const ModelShape& m : builtin_models())
-    models.push_back(
-        {{"key", m.key},
-         {"name", m.name},
-         {"hidden_size", m.hidden_size},
-         {"num_layers", m.num_layers},
-         {"num_heads", m.num_heads},
-         {"num_kv_heads", m.num_kv_heads},
-         {"head_dim", m.head_dim()},
-         {"ffn_size", m.ffn_size},
-         {"vocab_size", m.vocab_size},
-         {"tied_embeddings", m.tied_embeddings},
-         {"params", m.total_params()},
-         {"kv_bytes_per_token_per_layer_fp16", kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer}});
+  for (const ModelShape& m : builtin_models()) {
+    Json model = model_json(m);
+    model["kv_bytes_per_token_per_layer_fp16"] = kv_cache_size(m, KvFormat::fp16, 1, 1).bytes_per_token_per_layer;
+    models.push_back(std::move(model));
+  }
   Json devices = Json::array();
   for (const DeviceSpec& d : builtin_devices())
     devices.push_back({{"key", d.key},
