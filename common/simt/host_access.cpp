@@ -159,8 +159,23 @@ void install_host_access_report() {
   struct sigaction action {};
   action.sa_sigaction = on_fault;
   sigemptyset(&action.sa_mask);
+  // On the alternate signal stack when the thread has one (a fault on an overflowed stack still
+  // gets its report) — except under AddressSanitizer, whose alternate stack is not a stack it
+  // tracks: the report's symbolization there (libbacktrace's first use) was flagged as a
+  // stack-buffer-overflow. A host access faults on an ordinary stack, which serves as well.
+#if defined(__SANITIZE_ADDRESS__)
+  action.sa_flags = SA_SIGINFO;
+#else
   action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+#endif
   sigaction(SIGSEGV, &action, &previous_action);
+#if defined(__SANITIZE_ADDRESS__)
+  // Read the line tables now, not in the first report: libbacktrace maps its memory then, and
+  // under AddressSanitizer a mapping that lands where a joined thread's stack was still carries
+  // that stack's poison (its first memset there was reported as a stack-buffer-overflow).
+  const uintptr_t here = reinterpret_cast<uintptr_t>(&install_host_access_report) + 1;
+  (void)own_code_location(&here, 1);
+#endif
 }
 
 }  // namespace simt::detail
