@@ -139,12 +139,17 @@ def state_violations(root):
     return found
 
 
+def write_file(root, path, text):
+    """Writes @p text at @p path under the scratch tree @p root, making its folders."""
+    os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+    open(os.path.join(root, path), "w", encoding="utf-8").write(text)
+
+
 def self_test():
     """An upward include in a scratch tree must be reported, and a clean tree must pass."""
     with tempfile.TemporaryDirectory() as root:
         def write(path, text):
-            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
-            open(os.path.join(root, path), "w", encoding="utf-8").write(text)
+            write_file(root, path, text)
         write("kernels/README.md", "    Layers: common → kernels → runtime\n    Folders: kv → decode → registry\n")
         write("common/a.h", '#include "simt/simt.h"\n')
         write("kernels/kv/cache.h", '#include "common/a.h"\n')
@@ -169,8 +174,7 @@ def state_self_test():
     """Each one-sequence rule must fire on a scratch tree that breaks it, and a clean tree pass."""
     with tempfile.TemporaryDirectory() as root:
         def write(path, text):
-            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
-            open(os.path.join(root, path), "w", encoding="utf-8").write(text)
+            write_file(root, path, text)
         write("runtime/engine/sequence.h", "struct Sequence {\n  std::vector<int32_t> tokens;\n};\n")
         write("runtime/paged/block_manager.h",
               "struct BlockTable { std::vector<int32_t> blocks; };\nstd::unordered_map<uint64_t, int32_t> by_hash;\n"
