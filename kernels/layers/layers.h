@@ -55,6 +55,13 @@ Cost linear_cost(int64_t rows, const Weight& w);
 /// y may alias x. Throws std::invalid_argument when a shape does not match.
 void rms_norm_cpu(const Tensor<float>& x, std::span<const float> weight, float eps, Tensor<float>& y);
 
+/// Which elements of a head RoPE rotates together. Both rotate pair i by position · θ^(−2i/d);
+/// they differ in where pair i's two elements sit (a model's q/k weights are laid out for one).
+enum class RopeStyle {
+  adjacent,    ///< (x[2i], x[2i+1]): llama2.c's run.c, and llama.cpp's "normal" RoPE for GGUF llama models
+  half_split,  ///< (x[i], x[i + d/2]): Hugging Face's rotate_half (llama.cpp's "neox" RoPE)
+};
+
 /// Rotary position embedding, in place, as llama2.c applies it: in each head of @p head_dim
 /// elements, the pairs (2i, 2i+1) are rotated by the angle position · θ^(−2i/head_dim). @p x is
 /// [rows, heads · head_dim] (only its first @p heads · head_dim columns when the row is longer),
