@@ -197,11 +197,34 @@ std::vector<float> rope_table(int64_t max_position, int64_t head_dim, double the
   return table;
 }
 
+std::string_view to_string(RopeStyle style) {
+  switch (style) {
+    case RopeStyle::adjacent:
+      return "adjacent";
+    case RopeStyle::half_split:
+      return "half_split";
+  }
+  return "?";
+}
+
+RopeStyle parse_rope_style(std::string_view name) {
+  for (const RopeStyle style : {RopeStyle::adjacent, RopeStyle::half_split})
+    if (name == to_string(style)) return style;
+  require(false, "RoPE style", std::string(name), "is not one of adjacent, half_split");
+  return RopeStyle::adjacent;
+}
+
 void rope_cpu(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
-              std::span<const int64_t> positions, std::span<const float> cos_sin) {
+              std::span<const int64_t> positions, std::span<const float> cos_sin, RopeStyle style) {
   require(int64_t(positions.size()) == rows, "positions.size()", positions.size(),
           "must equal rows = " + std::to_string(rows));
+  require(style == RopeStyle::adjacent || style == RopeStyle::half_split, "RoPE style", int(style),
+          "is not adjacent or half_split");
   const int64_t half = head_dim / 2;
+  // Where pair i's second element sits, relative to its first: the next element (adjacent, pairs
+  // start at 2i) or half a head on (half_split, pairs start at i). The rotation is the same code.
+  const int64_t first_step = style == RopeStyle::adjacent ? 2 : 1;
+  const int64_t second_offset = style == RopeStyle::adjacent ? 1 : half;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t p = positions[size_t(r)];
     if (p < 0 || (p + 1) * half * 2 > int64_t(cos_sin.size()))  // the message is built only for a bad row
@@ -210,9 +233,11 @@ void rope_cpu(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + r * row_stride + h * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const float c = cs[2 * i], s = cs[2 * i + 1], a = v[2 * i], b = v[2 * i + 1];
-        v[2 * i] = a * c - b * s;
-        v[2 * i + 1] = a * s + b * c;
+        float& first = v[i * first_step];
+        float& second = v[i * first_step + second_offset];
+        const float c = cs[2 * i], s = cs[2 * i + 1], a = first, b = second;
+        first = a * c - b * s;
+        second = a * s + b * c;
       }
     }
   }

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "common/cost.h"
 #include "common/tensor.h"
@@ -57,21 +59,37 @@ void rms_norm_cpu(const Tensor<float>& x, std::span<const float> weight, float e
 
 /// Which elements of a head RoPE rotates together. Both rotate pair i by position · θ^(−2i/d);
 /// they differ in where pair i's two elements sit (a model's q/k weights are laid out for one).
+/// The two are the same rotation up to a permutation of each head's elements: half_split on a
+/// head v equals adjacent on u with u[2i] = v[i], u[2i+1] = v[i + d/2] — which is how llama.cpp's
+/// converter turns a Hugging Face model into a GGUF one (it permutes the rows of wq and wk).
 enum class RopeStyle {
   adjacent,    ///< (x[2i], x[2i+1]): llama2.c's run.c, and llama.cpp's "normal" RoPE for GGUF llama models
   half_split,  ///< (x[i], x[i + d/2]): Hugging Face's rotate_half (llama.cpp's "neox" RoPE)
 };
 
-/// Rotary position embedding, in place, as llama2.c applies it: in each head of @p head_dim
-/// elements, the pairs (2i, 2i+1) are rotated by the angle position · θ^(−2i/head_dim). @p x is
-/// [rows, heads · head_dim] (only its first @p heads · head_dim columns when the row is longer),
-/// @p positions one per row; @p cos_sin is the table [max_position][head_dim / 2][2] of
-/// (cos, sin) that rope_table() makes.
+/// "adjacent", "half_split".
+std::string_view to_string(RopeStyle style);
+
+/// The style named @p name ("adjacent", "half_split"). Throws std::invalid_argument naming
+/// @p name and the known styles.
+RopeStyle parse_rope_style(std::string_view name);
+
+/// Rotary position embedding, in place: in each head of @p head_dim elements, pair i — the
+/// elements (2i, 2i+1) for RopeStyle::adjacent (llama2.c), (i, i + head_dim/2) for
+/// RopeStyle::half_split (Hugging Face) — is rotated by the angle position · θ^(−2i/head_dim):
+/// (a, b) → (a·cos − b·sin, a·sin + b·cos). @p x is [rows, heads · head_dim] (only its first
+/// @p heads · head_dim columns when the row is longer), @p positions one per row; @p cos_sin is
+/// the table [max_position][head_dim / 2][2] of (cos, sin) that rope_table() makes. Both styles
+/// do the same arithmetic on each pair, so half_split on a head is bit for bit adjacent on the
+/// permuted head (RopeStyle). Throws std::invalid_argument naming a position outside the table,
+/// a count of positions that is not @p rows, or a style that is not one of the enum's.
 void rope_cpu(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
-              std::span<const int64_t> positions, std::span<const float> cos_sin);
+              std::span<const int64_t> positions, std::span<const float> cos_sin,
+              RopeStyle style = RopeStyle::adjacent);
 
 /// The (cos, sin) table for rope_cpu(): [max_position][head_dim / 2][2], computed in double
-/// precision and rounded once. Throws std::invalid_argument when head_dim is odd or a size ≤ 0.
+/// precision and rounded once. One table serves both styles: pair i's angle does not depend on
+/// where its two elements sit. Throws std::invalid_argument when head_dim is odd or a size ≤ 0.
 std::vector<float> rope_table(int64_t max_position, int64_t head_dim, double theta);
 
 /// SwiGLU's gate: out[r][j] = silu(gate_up[r][j]) · gate_up[r][hidden + j], silu(a) = a / (1 +

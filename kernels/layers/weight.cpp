@@ -1,6 +1,7 @@
 // Weight storage and format conversions (weight.h).
 #include "kernels/layers/weight.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -82,6 +83,25 @@ Tensor<float> Weight::to_f32() const {
   for (int64_t r = 0; r < out_; ++r)
     for (int64_t c = 0; c < in_; ++c) out.data()[r * in_ + c] = at(r, c);
   return out;
+}
+
+void Weight::row_to_f32(int64_t row, std::span<float> out) const {
+  if (row < 0 || row >= out_)  // checked per call: the message is built only for a bad row
+    require(false, "row", row, "must be in [0, out_features = " + std::to_string(out_) + ")");
+  if (int64_t(out.size()) != in_)
+    require(false, "out.size()", out.size(), "must equal in_features = " + std::to_string(in_));
+  const int64_t first = row * in_;
+  switch (format_) {
+    case WeightFormat::f32:
+      std::copy_n(f32_.data() + first, in_, out.data());
+      return;
+    case WeightFormat::f16:
+      for (int64_t c = 0; c < in_; ++c) out[size_t(c)] = half_bits_to_float(bits16_.data()[first + c]);
+      return;
+    case WeightFormat::bf16:
+      for (int64_t c = 0; c < in_; ++c) out[size_t(c)] = bfloat16_bits_to_float(bits16_.data()[first + c]);
+      return;
+  }
 }
 
 }  // namespace inferlab

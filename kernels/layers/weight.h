@@ -12,6 +12,7 @@
 /// enum with their own storage and kernels.
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "common/tensor.h"
@@ -70,6 +71,12 @@ class Weight {
   float at(int64_t row, int64_t col) const;
   /// Every weight as fp32, [out_features, in_features].
   Tensor<float> to_f32() const;
+  /// Bytes of one stored row (one output feature's weights): what a lookup of one row reads.
+  int64_t row_bytes() const { return in_ * bytes_per_weight(format_); }
+  /// Row @p row widened to fp32 into @p out (in_features floats): a table lookup, as the token
+  /// embedding is read (one row per token), exact in every format here. Throws
+  /// std::invalid_argument when @p row is outside [0, out_features) or @p out has another size.
+  void row_to_f32(int64_t row, std::span<float> out) const;
 
  private:
   WeightFormat format_ = WeightFormat::f32;

@@ -7,12 +7,15 @@
 //  - linear_openblas agrees with linear_cpu within the fp32 tolerance (nothing is asserted about
 //    its batch invariance: that is OpenBLAS's business, and layers.h documents what it measured);
 //  - rms_norm_cpu (in place too), rope_cpu (table from rope_table, random positions, against
-//    angle = pos · θ^(−2i/d) in double; columns past heads · head_dim untouched), swiglu_cpu;
+//    angle = pos · θ^(−2i/d) in double; columns past heads · head_dim untouched) in both styles
+//    (adjacent pairs and half-split, within a stated bound of the double rotation, exact at
+//    position 0), half_split equal bit for bit to adjacent on the permuted head, swiglu_cpu;
 //    the row-wise layers give a row alone what they give it in a batch;
 //  - typed weights (kernels/layers/weight.h): fp16 and bf16 storage is the nearest 16-bit value
 //    of each fp32 weight; linear_cpu over them equals the float64 product with the stored
 //    (widened) weights on odd shapes, is batch-invariant bit for bit, and over an fp32 Weight is
-//    bit-identical to the Tensor overload; bytes and costs count the real bytes;
+//    bit-identical to the Tensor overload; bytes and costs count the real bytes; a row lookup
+//    (the embedding's) widens the stored row exactly;
 //  - bad shapes and formats throw std::invalid_argument naming the argument.
 #include <gtest/gtest.h>
 
@@ -21,7 +24,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/compare.h"
@@ -206,6 +211,28 @@ TEST(Weight, SixteenBitStorageIsTheNearestValueOfEachWeight) {
   EXPECT_THROW((void)Weight::convert(w, WeightFormat::f16).f32(), std::logic_error);
 }
 
+TEST(Weight, RowLookupWidensOneStoredRowExactly) {
+  SeededRng rng;
+  const int64_t rows = rng.integer(3, 40), in = rng.integer(1, 70);
+  const Tensor<float> w = rng.normal_tensor({rows, in});
+  for (const WeightFormat format : {WeightFormat::f32, WeightFormat::f16, WeightFormat::bf16}) {
+    SCOPED_TRACE(std::string(to_string(format)) + ", " + std::to_string(rows) + " x " + std::to_string(in));
+    const Weight typed = Weight::convert(w, format);
+    EXPECT_EQ(typed.row_bytes(), bytes_per_weight(format) * in);
+    EXPECT_EQ(typed.row_bytes() * rows, typed.bytes());
+    const Tensor<float> widened = typed.to_f32();
+    for (const int64_t row : {int64_t(0), rng.integer(0, rows - 1), rows - 1}) {
+      std::vector<float> out(static_cast<size_t>(in), std::numeric_limits<float>::quiet_NaN());
+      typed.row_to_f32(row, out);
+      EXPECT_TRUE(same_bits(out.data(), widened.data() + row * in, in)) << "row " << row;
+    }
+    std::vector<float> out(static_cast<size_t>(in)), wrong(static_cast<size_t>(in + 1));
+    expect_invalid([&] { typed.row_to_f32(rows, out); }, "row");
+    expect_invalid([&] { typed.row_to_f32(-1, out); }, "row");
+    expect_invalid([&] { typed.row_to_f32(0, wrong); }, "out.size()");
+  }
+}
+
 TEST(Weight, FormatNamesRoundTripAndUnknownOnesAreRejected) {
   for (const WeightFormat format : {WeightFormat::f32, WeightFormat::f16, WeightFormat::bf16})
     EXPECT_EQ(parse_weight_format(to_string(format)), format);
@@ -375,6 +402,118 @@ TEST(Rope, TableAndRotationEqualTheDoubleComputation) {
   }
 }
 
+// Where pair i of a head of @p head_dim sits, written here from the definitions (not the kernel's
+// code): adjacent (2i, 2i+1), half_split (i, i + head_dim/2).
+std::pair<int64_t, int64_t> pair_elements(RopeStyle style, int64_t i, int64_t head_dim) {
+  if (style == RopeStyle::adjacent) return {2 * i, 2 * i + 1};
+  return {i, i + head_dim / 2};
+}
+
+// Both styles against the rotation in double with exact cos and sin. The bound, per element:
+// |got − want| ≤ 4u · (|a| + |b|), u = 2⁻²⁴ — the table's cos and sin are each rounded once (u
+// relative), each product once and the sum once (u of |a·c| + |b·s| ≤ |a| + |b|): 3u, plus margin
+// for the angle's double error (≤ 1e-12 rad at these positions). Exact where the oracle is: at
+// position 0 (cos 1, sin 0) every element keeps its bits, and columns past heads · head_dim are
+// never written.
+TEST(Rope, BothStylesEqualTheDoubleRotationOnOddShapes) {
+  SeededRng rng;
+  struct Case {
+    int64_t heads, head_dim, extra_columns;
+    double theta;
+  };
+  const int64_t max_position = 3001;
+  for (const RopeStyle style : {RopeStyle::adjacent, RopeStyle::half_split})
+    for (const Case& k : {Case{1, 2, 0, 10000.0}, Case{3, 6, 5, 10000.0}, Case{5, 10, 1, 100000.0},
+                          Case{2, 22, 3, 500000.0}, Case{9, 64, 7, 100000.0}, Case{1, 128, 0, 10000.0}}) {
+      SCOPED_TRACE(std::string(to_string(style)) + ": heads " + std::to_string(k.heads) + ", head_dim " +
+                   std::to_string(k.head_dim) + ", theta " + std::to_string(k.theta));
+      const std::vector<float> table = rope_table(max_position, k.head_dim, k.theta);
+      const int64_t rows = rng.integer(3, 30), width = k.heads * k.head_dim, stride = width + k.extra_columns;
+      std::vector<int64_t> positions(static_cast<size_t>(rows));
+      for (auto& p : positions) p = rng.integer(1, max_position - 1);
+      positions[0] = max_position - 1;
+      positions[1] = 0;
+      Tensor<float> x = rng.normal_tensor({rows, stride});
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = width; c < stride; ++c) x[r * stride + c] = std::numeric_limits<float>::quiet_NaN();
+      const Tensor<float> before = x;
+      rope_cpu(x.data(), rows, stride, k.heads, k.head_dim, positions, table, style);
+
+      int64_t checked = 0, failing = 0;
+      double worst = 0.0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double p = double(positions[size_t(r)]);
+        EXPECT_TRUE(same_bits(x.data() + r * stride + width, before.data() + r * stride + width, k.extra_columns))
+            << "row " << r << ": a column past heads · head_dim was written";
+        if (p == 0) {
+          EXPECT_TRUE(same_bits(x.data() + r * stride, before.data() + r * stride, width))
+              << "row " << r << " at position 0 must keep its bits";
+          continue;
+        }
+        for (int64_t h = 0; h < k.heads; ++h)
+          for (int64_t i = 0; i < k.head_dim / 2; ++i) {
+            const auto [e0, e1] = pair_elements(style, i, k.head_dim);
+            const int64_t at0 = r * stride + h * k.head_dim + e0, at1 = r * stride + h * k.head_dim + e1;
+            const double angle = p * std::pow(k.theta, -2.0 * double(i) / double(k.head_dim));
+            const double a = before[at0], b = before[at1];
+            const double want0 = a * std::cos(angle) - b * std::sin(angle);
+            const double want1 = a * std::sin(angle) + b * std::cos(angle);
+            const double bound = 4.0 * 0x1p-24 * (std::abs(a) + std::abs(b));
+            const double error = std::max(std::abs(x[at0] - want0), std::abs(x[at1] - want1));
+            worst = std::max(worst, error / bound);
+            failing += !(error <= bound);
+            checked += 2;
+          }
+      }
+      EXPECT_EQ(failing, 0) << failing << " pairs past 4u·(|a| + |b|) of the double rotation; worst at "
+                            << worst << " of the bound";
+      EXPECT_GT(checked, 0);
+    }
+}
+
+// half_split on a head v is adjacent on the permuted head u (u[2i] = v[i], u[2i+1] = v[i + d/2]),
+// bit for bit: the identity behind llama.cpp's converter, which permutes Hugging Face's wq and wk
+// rows so that GGUF models use adjacent pairs. And the two styles differ (except at head_dim 2,
+// where both rotate the one pair (0, 1)).
+TEST(Rope, HalfSplitIsAdjacentOnThePermutedHead) {
+  SeededRng rng;
+  for (const int64_t head_dim : {2, 6, 14, 64, 96}) {
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    const int64_t heads = rng.integer(1, 5), rows = rng.integer(1, 20), width = heads * head_dim, half = head_dim / 2;
+    const std::vector<float> table = rope_table(2048, head_dim, 100000.0);
+    std::vector<int64_t> positions(static_cast<size_t>(rows));
+    for (auto& p : positions) p = rng.integer(1, 2047);
+    const Tensor<float> v = rng.normal_tensor({rows, width});
+    Tensor<float> u({rows, width});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t base = r * width + h * head_dim;
+          u[base + 2 * i] = v[base + i];
+          u[base + 2 * i + 1] = v[base + i + half];
+        }
+    Tensor<float> split = v, adjacent = u, adjacent_on_v = v;
+    rope_cpu(split.data(), rows, width, heads, head_dim, positions, table, RopeStyle::half_split);
+    rope_cpu(adjacent.data(), rows, width, heads, head_dim, positions, table, RopeStyle::adjacent);
+    rope_cpu(adjacent_on_v.data(), rows, width, heads, head_dim, positions, table, RopeStyle::adjacent);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t base = r * width + h * head_dim;
+          ASSERT_EQ(std::bit_cast<uint32_t>(split[base + i]), std::bit_cast<uint32_t>(adjacent[base + 2 * i]))
+              << "row " << r << ", head " << h << ", pair " << i << " (first element)";
+          ASSERT_EQ(std::bit_cast<uint32_t>(split[base + i + half]), std::bit_cast<uint32_t>(adjacent[base + 2 * i + 1]))
+              << "row " << r << ", head " << h << ", pair " << i << " (second element)";
+        }
+    for (int64_t e = 0; e < split.size(); ++e) differ += split[e] != adjacent_on_v[e];
+    if (head_dim == 2)
+      EXPECT_EQ(differ, 0) << "at head_dim 2 both styles rotate the pair (0, 1)";
+    else
+      EXPECT_GT(differ, split.size() / 2) << "half_split and adjacent on the same head must differ";
+  }
+}
+
 TEST(Rope, BadArgumentsAreRejectedNamingThem) {
   SeededRng rng;
   const std::vector<float> table = rope_table(16, 8, 10000.0);
@@ -387,6 +526,11 @@ TEST(Rope, BadArgumentsAreRejectedNamingThem) {
   expect_invalid([&] { rope_table(16, 0, 10000.0); }, "head_dim");
   expect_invalid([&] { rope_table(0, 8, 10000.0); }, "max_position");
   expect_invalid([&] { rope_table(16, 8, 0.0); }, "theta");
+  expect_invalid([&] { rope_cpu(x.data(), 2, 16, 2, 8, std::vector<int64_t>{0, 1}, table, RopeStyle(7)); },
+                 "RoPE style");
+  for (const RopeStyle style : {RopeStyle::adjacent, RopeStyle::half_split})
+    EXPECT_EQ(parse_rope_style(to_string(style)), style);
+  expect_invalid([] { parse_rope_style("neox"); }, "RoPE style = neox");
 }
 
 // ---- SwiGLU -------------------------------------------------------------------------------------------
