@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -170,6 +171,16 @@ cudaError_t simt_cudaFreeHost(void* pointer) {
   return cudaSuccess;
 }
 
+namespace {
+// Bytes by direction (simt::transfer_counts()); host to host copies are counted and not reported.
+std::atomic<uint64_t> copied_host_to_device{0}, copied_device_to_host{0}, copied_device_to_device{0},
+    copied_host_to_host{0};
+}  // namespace
+
+simt::TransferCounts simt::transfer_counts() {
+  return {copied_host_to_device.load(), copied_device_to_host.load(), copied_device_to_device.load()};
+}
+
 cudaError_t simt_cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (const cudaError_t e = sticky_error(); e != cudaSuccess) return e;
   if (bytes == 0) return cudaSuccess;
@@ -186,6 +197,9 @@ cudaError_t simt_cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpy
   const simt::detail::DeviceAccess access;  // the copy engine may touch device memory
   std::memmove(dst, src, bytes);
   if (dst_device) simt::detail::mark_device_written(dst, bytes);
+  (dst_device ? (src_device ? copied_device_to_device : copied_host_to_device)
+              : (src_device ? copied_device_to_host : copied_host_to_host))
+      .fetch_add(bytes, std::memory_order_relaxed);
   return cudaSuccess;
 }
 

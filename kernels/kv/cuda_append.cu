@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "kernels/primitives/softmax_warp.cuh"
+#include "kernels/kv/cuda_append.cuh"
 #include "kernels/kv/cuda_append.h"
 #include "kernels/kv/cuda_kv_cache.cuh"
 
@@ -59,12 +60,12 @@ __device__ inline void store_cached(__half* at, float x) {
 
 template <class T, class Layout>
 __global__ void kv_write_kernel(KvSlots<T, float, Layout> cache, const float* k_new, const float* v_new,
-                                const int64_t* slots, int64_t slots_per_layer) {
+                                int64_t token_stride, const int64_t* slots, int64_t slots_per_layer) {
   const int g = blockIdx.x, i = blockIdx.y, d = int(cache.head_dim);
   const int64_t slot = slots[i];
   if (slot < 0 || slot >= slots_per_layer) return;  // padded (−1) or corrupt: never write outside the pool
   const size_t dst = size_t(cache.layout.slot_row(slot, g)) * d;
-  const size_t src = (size_t(i) * cache.layout.num_kv_heads + g) * d;
+  const size_t src = size_t(i) * size_t(token_stride) + size_t(g) * d;
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     store_cached(cache.k + dst + c, k_new[src + c]);
     store_cached(cache.v + dst + c, v_new[src + c]);
@@ -101,7 +102,8 @@ void write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, 
     write_on_device(cache.shape(), k, v, slots, "cuda/append",
                     [&](dim3 grid, const float* k_device, const float* v_device, const int64_t* slots_device) {
                       return simt::launch(kv_write_kernel<T, Layout>, grid, dim3(kAppendThreads), 0, nullptr, target,
-                                          k_device, v_device, slots_device, cache.slots_per_layer());
+                                          k_device, v_device, cache.shape().num_kv_heads * cache.shape().head_dim,
+                                          slots_device, cache.slots_per_layer());
                     });
   });
   device_cache.download(cache);
@@ -115,6 +117,31 @@ void append_host(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>
 }
 
 }  // namespace
+
+void kv_write_slots_device(DeviceKvCache& cache, const float* k, const float* v, int64_t token_stride,
+                           const int64_t* slots, int64_t num_tokens, int64_t layer) {
+  if (num_tokens == 0) return;
+  require(num_tokens <= 65535, "num_tokens", num_tokens, "must be ≤ 65535 (grid.y) for kv_write_slots_device");
+  const auto write = [&]<class T>(T*) {
+    cache.with_rows<T>(layer, [&](const auto& rows) {
+      using Layout = std::decay_t<decltype(rows.layout)>;
+      check_cuda(simt::launch(kv_write_kernel<T, Layout>,
+                              dim3(unsigned(cache.shape().num_kv_heads), unsigned(num_tokens)), dim3(kAppendThreads), 0,
+                              nullptr, cache.slots<T, float, Layout>(layer), k, v, token_stride, slots,
+                              cache.slots_per_layer()),
+                 "kv_write_slots_device");
+    });
+  };
+  switch (cache.format().dtype) {
+    case KvDtype::fp32:
+      return write(static_cast<float*>(nullptr));
+    case KvDtype::fp16:
+      return write(static_cast<__half*>(nullptr));
+    default:
+      throw std::logic_error("kv_write_slots_device: no resident write for " + cache.format().name() +
+                             " (fp32 and fp16 have one)");
+  }
+}
 
 void kv_append_cuda(KvCache& cache, const Tensor<float>& k_new, const Tensor<float>& v_new) {
   if (cache.dtype() == KvDtype::fp16) {

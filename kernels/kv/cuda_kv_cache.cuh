@@ -100,6 +100,45 @@ class DeviceKvCache {
 
   const KvCacheShape& shape() const { return shape_; }
   const KvFormat& format() const { return format_; }
+  const KvPaging& paging() const { return paging_; }
+  int64_t max_blocks_per_seq() const { return max_blocks_per_seq_; }
+  // Slots per layer (KvCache::slots_per_layer()).
+  int64_t slots_per_layer() const { return rows_per_layer_ / shape_.num_kv_heads; }
+
+  // A resident cache's step (the model runner's): uploads every row's length (batch entries)
+  // and, paged, the block tables ([batch][max_blocks_per_seq], −1 unmapped) — what the host
+  // cache keeps itself, here taken from the step plan. Queued on the default stream.
+  void set_tables(const std::vector<int32_t>& lengths, const std::vector<int32_t>& block_table) {
+    if (lengths.size() != lengths_.size() || block_table.size() != block_table_.size())
+      throw std::invalid_argument("DeviceKvCache::set_tables: " + std::to_string(lengths.size()) + " lengths and " +
+                                  std::to_string(block_table.size()) + " table entries for a cache of " +
+                                  std::to_string(lengths_.size()) + " rows and " +
+                                  std::to_string(block_table_.size()) + " entries");
+    lengths_.upload(reinterpret_cast<const int*>(lengths.data()));
+    if (block_table_.size() > 0) block_table_.upload(reinterpret_cast<const int*>(block_table.data()));
+  }
+
+  // Paged: copies every row and scale of block @p from into block @p to in every layer
+  // (copy-on-write), as KvCache::copy_block does on the host; device to device.
+  void copy_block(int64_t from, int64_t to) {
+    check_block(from, "from");
+    check_block(to, "to");
+    if (from == to) return;
+    for_block_bytes(from, [&](std::byte* base, size_t first_byte, size_t bytes) {
+      const size_t to_byte = first_byte + size_t(to - from) * bytes;
+      check_cuda(cudaMemcpy(base + to_byte, base + first_byte, bytes, cudaMemcpyDeviceToDevice), "copy_block");
+    });
+  }
+
+  // Paged: every byte of block @p block's rows and scales, in every layer, set to 0xFF (NaN for
+  // fp32/fp16 elements and for scales, the NaN code for FP8): a fresh block, as
+  // KvCache::poison_block does on the host.
+  void poison_block(int64_t block) {
+    check_block(block, "block");
+    for_block_bytes(block, [&](std::byte* base, size_t first_byte, size_t bytes) {
+      check_cuda(cudaMemset(base + first_byte, 0xFF, bytes), "poison_block");
+    });
+  }
 
   // Copies K, V and the scales back into @p cache (its lengths are the caller's business).
   void download(KvCache& cache) const {
@@ -110,6 +149,30 @@ class DeviceKvCache {
   }
 
  private:
+  void check_block(int64_t block, const char* what) const {
+    if (!paged() || block < 0 || block >= paging_.num_blocks)
+      throw std::invalid_argument(std::string("DeviceKvCache: ") + what + " = " + std::to_string(block) +
+                                  (paged() ? " is outside the pool's " + std::to_string(paging_.num_blocks) + " blocks"
+                                           : " names a block of a contiguous cache"));
+  }
+  // Calls @p at(base, first byte, bytes) for the contiguous bytes of block @p block in each layer
+  // of K, V and (quantized formats: per-token scales only, paged) their scales: a block's rows
+  // are num_kv_heads · block_size consecutive rows of each layer.
+  template <class At>
+  void for_block_bytes(int64_t block, const At& at) const {
+    const size_t rows = size_t(shape_.num_kv_heads * paging_.block_size);
+    const size_t row_bytes = size_t(shape_.head_dim) * format_.element_bytes(), scale_bytes = format_.scale_bytes();
+    for (int64_t layer = 0; layer < shape_.num_layers; ++layer) {
+      const size_t first_row = size_t(layer * rows_per_layer_) + size_t(block) * rows;
+      at(k_.data(), first_row * row_bytes, rows * row_bytes);
+      at(v_.data(), first_row * row_bytes, rows * row_bytes);
+      if (format_.quantized()) {
+        at(k_scales_.data(), first_row * scale_bytes, rows * scale_bytes);
+        at(v_scales_.data(), first_row * scale_bytes, rows * scale_bytes);
+      }
+    }
+  }
+
   KvCacheShape shape_;
   KvFormat format_;
   KvPaging paging_;

@@ -21,6 +21,7 @@
 
 #include "kernels/decode/cuda_decode.cuh"
 #include "kernels/decode/cuda_decode_host.cuh"
+#include "kernels/paged/cuda_prefill_with_cache.cuh"
 #include "kernels/paged/cuda_prefill_with_cache.h"
 #include "kernels/paged/prefill_with_cache.h"
 
@@ -38,7 +39,26 @@ struct ChunkRows : Base {
   __device__ size_t row(int i, int g, int j) const { return Base::row(token_sequence[i], g, j); }
 };
 
+// Queues the kernel for element type T over the cache's own layout.
 template <class T>
+void launch_prefill(const float* q, const ChunkTokens& tokens, int64_t num_heads, const DeviceKvCache& cache,
+                    int64_t layer, float* out) {
+  const KvCacheShape& c = cache.shape();
+  // The decode kernel's view of the problem: num_tokens "sequences" of one query each.
+  const DecodeShape as_decode{tokens.num_tokens, num_heads, c.num_kv_heads, c.max_seq_len, c.head_dim};
+  constexpr int kVectorWidth = sizeof(T) == 4 ? 4 : 8;  // 16-byte loads
+  cache.with_rows<T>(layer, [&](const auto& cache_rows) {
+    using Layout = std::decay_t<decltype(cache_rows.layout)>;
+    using Rows = ChunkRows<CachedRows<T, Layout>>;
+    Rows rows;
+    rows.cache = cache_rows;
+    rows.token_sequence = tokens.token_sequence;
+    rows.token_length = tokens.token_length;
+    launch_decode_rows<Rows, kVectorWidth>(rows, q, out, as_decode, tokens.max_length, nullptr,
+                                           "cuda/prefill_with_cache");
+  });
+}
+
 void prefill_host(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                   int64_t layer, Tensor<float>& out) {
   const ChunkShape s = chunk_shape(q, chunk_lengths, cache);
@@ -53,34 +73,30 @@ void prefill_host(const Tensor<float>& q, const std::vector<int64_t>& chunk_leng
   }
   const DeviceKvCache device_cache(cache);
   DeviceBuffer<int> sequence_device(sequence), length_device(length);
-  // The decode kernel's view of the problem: num_tokens "sequences" of one query each.
-  const DecodeShape as_decode{s.num_tokens, s.num_heads, s.num_kv_heads, cache.shape().max_seq_len, s.head_dim};
-  constexpr int kVectorWidth = sizeof(T) == 4 ? 4 : 8;  // 16-byte loads
+  const ChunkTokens tokens{sequence_device.data(), length_device.data(), s.num_tokens, max_length};
   decode_on_host_tensors(q, out, "cuda/prefill_with_cache", [&](const float* q_device, float* out_device) {
-    device_cache.with_rows<T>(layer, [&](const auto& cache_rows) {
-      using Layout = std::decay_t<decltype(cache_rows.layout)>;
-      using Rows = ChunkRows<CachedRows<T, Layout>>;
-      Rows rows;
-      rows.cache = cache_rows;
-      rows.token_sequence = sequence_device.data();
-      rows.token_length = length_device.data();
-      launch_decode_rows<Rows, kVectorWidth>(rows, q_device, out_device, as_decode, max_length, nullptr,
-                                             "cuda/prefill_with_cache");
-    });
+    prefill_with_cache_device(q_device, tokens, s.num_heads, device_cache, layer, out_device);
   });
 }
 
 }  // namespace
 
+void prefill_with_cache_device(const float* q, const ChunkTokens& tokens, int64_t num_heads,
+                               const DeviceKvCache& cache, int64_t layer, float* out) {
+  if (tokens.num_tokens == 0) return;
+  require(tokens.num_tokens <= 65535, "tokens.num_tokens", tokens.num_tokens, "must be ≤ 65535 (grid.y)");
+  if (cache.format().dtype == KvDtype::fp16) {
+    launch_prefill<__half>(q, tokens, num_heads, cache, layer, out);
+  } else {
+    launch_prefill<float>(q, tokens, num_heads, cache, layer, out);  // rows<float>() refuses any other format
+  }
+}
+
 void prefill_with_cache_layer_cuda(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths,
                                    const KvCache& cache, int64_t layer, Tensor<float>& out) {
   require(layer >= 0 && layer < cache.shape().num_layers, "layer", layer,
           "must be in [0, num_layers = " + std::to_string(cache.shape().num_layers) + ")");
-  if (cache.dtype() == KvDtype::fp16) {
-    prefill_host<__half>(q, chunk_lengths, cache, layer, out);
-  } else {
-    prefill_host<float>(q, chunk_lengths, cache, layer, out);  // rows<float>() refuses any other format
-  }
+  prefill_host(q, chunk_lengths, cache, layer, out);
 }
 
 void prefill_with_cache_cuda(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,

@@ -13,7 +13,8 @@
 //   3. the StepPlan is written once from what survived (model/step_plan.h): packed tokens,
 //      cu_seqlens_q, context lengths, block tables, slots, logits indices, block copies, fresh
 //      blocks;
-//   4. the model runner (LlamaModel::forward) applies the plan to the cache and runs it; then
+//   4. the model runner (model/model_runner.h: on the engine's backend, weights and KV pool
+//      resident there) applies the plan to its pool and runs it; then
 //      sampling for every sequence whose chunk reached its last token, the step's deltas, and
 //      finishing.
 #include "runtime/engine/engine.h"
@@ -88,8 +89,8 @@ Engine::Engine(const model::LlamaModel& model, EngineConfig config)
     : model_(model),
       config_(validated(config, model)),
       manager_(config_.num_blocks, config_.block_size, config_.prefix_caching),
-      cache_(model.kv_shape(config_.max_num_seqs, config_.max_seq_len), KvDtype::fp32,
-             KvPaging{config_.block_size, config_.num_blocks}) {}
+      runner_(model::make_model_runner(model, config_.backend, config_.max_num_seqs, config_.max_seq_len,
+                                       KvPaging{config_.block_size, config_.num_blocks})) {}
 
 int64_t Engine::add_request(Request request) {
   const int64_t id = next_id_;
@@ -319,7 +320,7 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
     record.ids.push_back(e.id);
     if (s.metrics.first_scheduled < 0) s.metrics.first_scheduled = now_;
   }
-  const Tensor<float> logits = model_.forward(plan_, cache_);
+  const Tensor<float> logits = runner_->run(plan_);
 
   // Bookkeeping: computed tokens, the prefix cache, sampling.
   std::vector<int64_t> sampled;  // in logits order

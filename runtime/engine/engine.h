@@ -5,8 +5,9 @@
 /// run (step_planner.h: running decodes first, then prompt chunks, under a token budget and a
 /// sequence budget), secures their KV memory from chapter 06's pool (runtime/paged) while
 /// planning — preempting when the pool cannot hold a decode's slot — and writes the step once
-/// into a StepPlan (runtime/model/step_plan.h) that the model runner (LlamaModel::forward)
-/// applies to the cache and runs; then it samples and reports the step's deltas. Two policies
+/// into a StepPlan (runtime/model/step_plan.h) that the model runner (model_runner.h: the
+/// weights and the KV pool on the engine's backend — cpu, or resident on sim and cuda) applies
+/// to its pool and runs; then it samples and reports the step's deltas. Two policies
 /// share everything:
 ///  - **continuous** (iteration-level scheduling, Orca, with paging as vLLM): a request joins at
 ///    any step and leaves as soon as it is done; the batch is bounded by the memory actually
@@ -25,15 +26,17 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
 
-#include "kernels/kv/kv_cache.h"
+#include "common/backend.h"
 #include "runtime/engine/request.h"
 #include "runtime/engine/sequence.h"
 #include "runtime/engine/step_planner.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/model/model_runner.h"
 #include "runtime/paged/block_manager.h"
 
 namespace inferlab::engine {
@@ -78,6 +81,9 @@ struct EngineConfig {
   /// step plan's agreement with the sequences it was written from (the forward checks that every
   /// plan is well formed in any mode: check_step_plan()).
   bool check_invariants = false;
+  /// Where the model runs: cpu (the batch-invariant CPU forward), sim (the CUDA kernels on the
+  /// emulator) or cuda (a GPU); on sim and cuda the weights and the KV pool stay on the device.
+  Backend backend = Backend::cpu;
 
   /// Throws std::invalid_argument naming a bad setting.
   void validate() const;
@@ -121,7 +127,8 @@ struct StepOutput {
 class Engine {
  public:
   /// An engine serving @p model (kept by reference: it must outlive the engine) with @p config.
-  /// Throws std::invalid_argument for a bad config (max_seq_len above the model's, …).
+  /// Throws std::invalid_argument for a bad config (max_seq_len above the model's, …) or a
+  /// backend not available here (cuda without a GPU).
   Engine(const model::LlamaModel& model, EngineConfig config);
 
   /// Queues @p request and returns its id: 0, 1, 2, … in the order requests were added (never
@@ -179,8 +186,8 @@ class Engine {
   const std::map<int64_t, Sequence>& sequences() const { return sequences_; }
   /// The last step's plan (the model runner's input), read-only.
   const model::StepPlan& last_plan() const { return plan_; }
-  /// The KV cache, read-only.
-  const KvCache& cache() const { return cache_; }
+  /// The model runner (its backend, its KV pool's geometry), read-only.
+  const model::ModelRunner& runner() const { return *runner_; }
 
  private:
   // One entry of a step, decided with its memory: the tokens [num_computed, + tokens) of id.
@@ -206,7 +213,7 @@ class Engine {
   const model::LlamaModel& model_;
   EngineConfig config_;
   paged::BlockManager manager_;
-  KvCache cache_;
+  std::unique_ptr<model::ModelRunner> runner_;  // the weights and the KV pool, on config_.backend
   std::map<int64_t, Sequence> sequences_;   // every request in the engine: its one state
   std::multimap<double, int64_t> pending_;  // not yet arrived: arrival → id
   std::deque<int64_t> waiting_;             // arrived, not running (preempted ones in front)

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "common/ceil_div.h"
 #include "common/check.h"
 
 namespace inferlab::model {
@@ -36,8 +37,13 @@ void StepPlan::add_sequence(std::span<const int32_t> tokens, std::span<const int
 }
 
 void check_step_plan(const StepPlan& plan, const KvCache& cache) {
-  const int64_t num_rows = cache.shape().batch, block_size = cache.paging().block_size;
-  const int64_t slots_per_row = cache.shape().max_seq_len, num_blocks = cache.paging().num_blocks;
+  check_step_plan(plan, cache.shape(), cache.paging());
+}
+
+void check_step_plan(const StepPlan& plan, const KvCacheShape& shape, const KvPaging& paging) {
+  const int64_t num_rows = shape.batch, block_size = paging.block_size;
+  const int64_t slots_per_row = shape.max_seq_len, num_blocks = paging.num_blocks;
+  const int64_t max_blocks_per_seq = block_size > 0 ? ceil_div(shape.max_seq_len, block_size) : 0;
   const size_t T = plan.token_ids.size();
   const int64_t n = plan.num_seqs();
   require(plan.positions.size() == T, "positions.size()", plan.positions.size(),
@@ -84,9 +90,9 @@ void check_step_plan(const StepPlan& plan, const KvCache& cache) {
         require(false, at("block_tables", s) + ".size()", table.size(),
                 "must cover context_lens[i] = " + std::to_string(context) + " tokens in blocks of " +
                     std::to_string(block_size));
-      if (int64_t(table.size()) > cache.max_blocks_per_seq())
+      if (int64_t(table.size()) > max_blocks_per_seq)
         require(false, at("block_tables", s) + ".size()", table.size(),
-                "exceeds the cache's " + std::to_string(cache.max_blocks_per_seq()) + " blocks per sequence");
+                "exceeds the cache's " + std::to_string(max_blocks_per_seq) + " blocks per sequence");
       for (size_t j = 0; j < table.size(); ++j) require_block(table[j], at("block_tables", s) + at("", j));
       for (size_t j = 0; j < table.size(); ++j)
         if (std::find(table.begin(), table.begin() + std::ptrdiff_t(j), table[j]) != table.begin() + std::ptrdiff_t(j))

@@ -70,4 +70,9 @@ struct StepPlan {
 /// std::invalid_argument naming the first bad field and entry.
 void check_step_plan(const StepPlan& plan, const KvCache& cache);
 
+/// check_step_plan() for a cache of @p shape and @p paging ({0, 0}: contiguous) that is not a host
+/// KvCache — a device-resident pool (model_runner.h). Block tables reach ⌈max_seq_len /
+/// block_size⌉ blocks, as KvCache::max_blocks_per_seq().
+void check_step_plan(const StepPlan& plan, const KvCacheShape& shape, const KvPaging& paging);
+
 }  // namespace inferlab::model

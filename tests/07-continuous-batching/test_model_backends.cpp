@@ -2,8 +2,10 @@
 // skips without a GPU). Two levels:
 //   1. each device layer (kernels/layers/cuda_layers.h) against a float64 oracle on odd shapes,
 //      outputs poisoned first; the device KV write and attention on a layer other than 0;
-//   2. LlamaModel::forward(…, backend) of a small random model on a paged cache against the cpu
-//      forward: a mixed batch (prompt chunks next to a decode token) and a greedy generation.
+//   2. the resident model runner (model_runner.h) of a small random model against the cpu
+//      runner: a mixed batch with fresh blocks and a copy-on-write fork; what crosses to and from
+//      the device (sim: counted by the emulator); the whole engine on the backend, with
+//      preemption, giving the cpu engine's greedy tokens.
 // The device forward is not bit-identical to the cpu's: cuBLAS (on sim: the emulator's CPU GEMM)
 // and the kernels sum in other orders than linear_cpu and cpu/prefill_with_cache. Its logits are
 // held to the fp32 tolerance against the cpu's, and greedy tokens must agree wherever the cpu's
@@ -14,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,17 +26,23 @@
 #include "common/tolerance.h"
 #include "kernels/kv/cuda_append.h"
 #include "kernels/kv/kv_cache.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/layers/cuda_layers.h"
 #include "kernels/layers/layers.h"
 #include "kernels/paged/cuda_prefill_with_cache.h"
 #include "kernels/paged/prefill_with_cache.h"
+#include "runtime/engine/engine.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
+#include "runtime/model/model_runner.h"
 #include "tests/support/decode_check.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
 #include "tests/support/test_backend.h"
+#if defined(INFERLAB_TEST_BACKEND_SIM)
+#include "simt/simt.h"
+#endif
 
 namespace inferlab {
 namespace {
@@ -288,34 +297,45 @@ TEST(ModelBackends, KvWriteAndAttentionUseTheirLayer) {
   EXPECT_THROW(device::prefill_with_cache_layer_cuda(q, chunk_lengths, two, 2, out), std::invalid_argument);
 }
 
-// ---- 2. the forward ----
+// ---- 2. the resident model runner (model_runner.h) ----
 
 model::LlamaModel tiny_model(uint64_t seed) {
   return model::LlamaModel(model::random_llama(model::parse_random_spec("random:tiny,layers=2").config, seed));
 }
 
-// A paged cache for @p model: @p batch sequences of up to @p max_len tokens, blocks of 8 in a
-// scattered order, every block mapped.
-KvCache paged_cache(const model::LlamaModel& model, int64_t batch, int64_t max_len, uint64_t seed) {
-  return to_paged(KvCache(model.kv_shape(batch, max_len), KvFormat::fp32()), 8, seed);
-}
+constexpr int64_t kBlockSize = 8;
 
-// The plan that brings chunk @p chunks[b] to sequence b (row b of @p cache, whose block table it
-// keeps), which has @p lengths[b] tokens cached before it; the logits of every token are asked for.
-model::StepPlan make_batch(const KvCache& cache, const std::vector<std::vector<int32_t>>& chunks,
-                           const std::vector<int64_t>& lengths) {
-  model::StepPlan plan;
-  for (size_t b = 0; b < chunks.size(); ++b) {
-    const int64_t n = int64_t(chunks[b].size());
-    std::vector<int64_t> slots;
-    for (int64_t i = 0; i < n; ++i) slots.push_back(cache.slot(int64_t(b), lengths[b] + i));
-    const auto row = cache.block_table().begin() + std::ptrdiff_t(b) * cache.max_blocks_per_seq();
-    std::vector<int32_t> table(row, row + cache.max_blocks_per_seq());
-    std::erase(table, -1);
-    plan.add_sequence(chunks[b], slots, lengths[b] + n, std::move(table), false);
+// Block tables for the plans below: sequence b owns blocks order[b·per .. (b+1)·per) of a
+// scattered order (no block after its logical predecessor), per = ⌈max_len / block size⌉.
+struct Tables {
+  std::vector<std::vector<int32_t>> blocks;
+  int64_t num_blocks = 0;
+  Tables(int64_t rows, int64_t max_len, uint64_t seed) {
+    const int64_t per = (max_len + kBlockSize - 1) / kBlockSize;
+    num_blocks = rows * per + 2;  // two spare blocks: copy-on-write targets
+    const std::vector<int32_t> order = scattered_block_order(num_blocks, seed);
+    for (int64_t b = 0; b < rows; ++b) blocks.emplace_back(order.begin() + b * per, order.begin() + (b + 1) * per);
+    spares.assign(order.begin() + rows * per, order.end());
   }
-  for (int64_t i = 0; i < int64_t(plan.token_ids.size()); ++i) plan.logits_indices.push_back(i);
-  return plan;
+  std::vector<int32_t> spares;  // the blocks of no table
+  int64_t slot(const std::vector<int32_t>& table, int64_t position) const {
+    return int64_t(table[size_t(position / kBlockSize)]) * kBlockSize + position % kBlockSize;
+  }
+};
+
+// Sequence @p row's chunk: @p tokens after @p cached tokens, through @p table (its first
+// ⌈context / block size⌉ blocks); with @p all_logits every token's logits, else the last's.
+void add_chunk(model::StepPlan& plan, const Tables& tables, const std::vector<int32_t>& table,
+               const std::vector<int32_t>& tokens, int64_t cached, bool all_logits) {
+  const int64_t n = int64_t(tokens.size()), context = cached + n;
+  std::vector<int64_t> slots;
+  for (int64_t i = 0; i < n; ++i) slots.push_back(tables.slot(table, cached + i));
+  const int64_t first = int64_t(plan.token_ids.size());
+  plan.add_sequence(tokens, slots, context,
+                    std::vector<int32_t>(table.begin(), table.begin() + (context + kBlockSize - 1) / kBlockSize),
+                    !all_logits);
+  if (all_logits)
+    for (int64_t i = first; i < first + n; ++i) plan.logits_indices.push_back(i);
 }
 
 std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
@@ -324,35 +344,91 @@ std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
   return tokens;
 }
 
-// Two steps on a paged cache of 3 sequences: (1) prompt chunks of 6 and 3 tokens, sequence 2
-// idle; (2) the mixed batch — sequence 0's second prompt chunk (5 tokens), a decode token for
-// sequence 1, a fresh 2-token prompt for sequence 2. Logits of every token on the backend against
-// the cpu forward's, step by step (each backend on its own copy of the cache).
-TEST(ModelBackends, ForwardOfAMixedBatchMatchesTheCpuForward) {
+// Three steps on one pool of 3 rows, run by the backend's runner and by the cpu runner, every
+// token's logits compared (not bit-exact — other summation orders —: the fp32 tolerance, the
+// cpu's logits as reference): (1) prompt chunks of 6 and 3 tokens, every block fresh (poisoned);
+// (2) the mixed batch — sequence 0's second prompt chunk (5 tokens), a decode token for sequence
+// 1, a fresh 2-token prompt for sequence 2; (3) sequence 2 forks sequence 0 — its first block
+// copied (copy-on-write) into a spare block, two new tokens written there — next to decodes of
+// sequences 0 and 1. A device copy, poison or table that went wrong shows in the logits.
+TEST(ModelBackends, RunnerOfAMixedBatchMatchesTheCpuRunner) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
   testing::SeededRng rng;
   const model::LlamaModel model = tiny_model(rng.seed());
-  const int64_t vocab = model.config().vocab_size;
-  KvCache cpu_cache = paged_cache(model, 3, 40, rng.seed()), device_cache = cpu_cache;
-  const std::vector<std::vector<std::vector<int32_t>>> steps{
-      {random_tokens(rng, 6, vocab), random_tokens(rng, 3, vocab), {}},
-      {random_tokens(rng, 5, vocab), random_tokens(rng, 1, vocab), random_tokens(rng, 2, vocab)}};
-  std::vector<int64_t> lengths{0, 0, 0};
-  for (size_t step = 0; step < steps.size(); ++step) {
-    const model::StepPlan fb = make_batch(cpu_cache, steps[step], lengths);
-    const Tensor<float> cpu = model.forward(fb, cpu_cache);
-    Tensor<float> got = model.forward(fb, device_cache, kTestBackend);
-    ASSERT_EQ(got.shape(), cpu.shape());
-    // Not bit-exact (other summation orders): the fp32 tolerance, the cpu's logits as reference.
-    const Comparison cmp = compare_to_oracle(got, convert<double>(cpu), tolerance_for(Precision::fp32));
-    EXPECT_TRUE(cmp.ok) << "step " << step << " (" << fb.token_ids.size() << " tokens)\n" << cmp.report();
+  const int64_t vocab = model.config().vocab_size, rows = 3, max_len = 40;
+  const Tables t(rows, max_len, rng.seed());
+  const KvPaging paging{kBlockSize, t.num_blocks};
+  const auto cpu = model::make_model_runner(model, Backend::cpu, rows, max_len, paging);
+  const auto device = model::make_model_runner(model, kTestBackend, rows, max_len, paging);
+  EXPECT_EQ(device->backend(), kTestBackend);
+
+  std::vector<model::StepPlan> plans(3);
+  add_chunk(plans[0], t, t.blocks[0], random_tokens(rng, 6, vocab), 0, true);
+  add_chunk(plans[0], t, t.blocks[1], random_tokens(rng, 3, vocab), 0, true);
+  for (const auto& table : t.blocks) plans[0].fresh_blocks.insert(plans[0].fresh_blocks.end(), table.begin(), table.end());
+  add_chunk(plans[1], t, t.blocks[0], random_tokens(rng, 5, vocab), 6, true);
+  add_chunk(plans[1], t, t.blocks[1], random_tokens(rng, 1, vocab), 3, true);
+  add_chunk(plans[1], t, t.blocks[2], random_tokens(rng, 2, vocab), 0, true);
+  // Step 3: sequence 0 (11 tokens) decodes; sequence 2 becomes a fork of sequence 0's first 6
+  // tokens (block 0 of sequence 0, copied into the spare block), then 2 tokens of its own.
+  const int32_t spare = t.spares.front();
+  std::vector<int32_t> fork{spare};
+  add_chunk(plans[2], t, t.blocks[0], random_tokens(rng, 1, vocab), 11, true);
+  add_chunk(plans[2], t, t.blocks[1], random_tokens(rng, 1, vocab), 4, true);
+  add_chunk(plans[2], t, fork, random_tokens(rng, 2, vocab), 6, true);
+  plans[2].block_copies.push_back({t.blocks[0].front(), spare});
+
+  for (size_t step = 0; step < plans.size(); ++step) {
+    const Tensor<float> expected = cpu->run(plans[step]);
+    const Tensor<float> got = device->run(plans[step]);
+    ASSERT_EQ(got.shape(), expected.shape());
+    const Comparison cmp = compare_to_oracle(got, convert<double>(expected), tolerance_for(Precision::fp32));
+    EXPECT_TRUE(cmp.ok) << "step " << step << " (" << plans[step].token_ids.size() << " tokens)\n" << cmp.report();
     std::cout << "[ info     ] " << to_string(kTestBackend) << " vs cpu logits, step " << step << ": relative error "
               << cmp.rel_frobenius << ", max abs error " << cmp.max_abs_error << " (max |logit| "
               << cmp.max_abs_reference << ")\n";
-    lengths = fb.context_lens;
   }
-  EXPECT_EQ(device_cache.lengths(), cpu_cache.lengths());
+  // A malformed plan is refused before the device runs anything (the pool is left as it was).
+  model::StepPlan bad = plans[2];
+  bad.slot_mapping[0] = bad.slot_mapping[1];
+  EXPECT_THROW((void)device->run(bad), std::invalid_argument);
 }
+
+#if defined(INFERLAB_TEST_BACKEND_SIM)
+// Residency, counted by the emulator itself (simt::transfer_counts(): every cudaMemcpy): the
+// weights cross once, when the runner is made; a step uploads no more than its plan — per token
+// its id, position, slot, row and key count, per row its length and block table, the logit
+// indices — and downloads exactly its logits.
+TEST(ModelBackends, ResidentRunnerMovesOnlyThePlanUpAndTheLogitsDown) {
+  testing::SeededRng rng;
+  const model::LlamaModel model = tiny_model(rng.seed());
+  const int64_t vocab = model.config().vocab_size, rows = 4, max_len = 48;
+  const Tables t(rows, max_len, rng.seed());
+  const int64_t max_blocks = (max_len + kBlockSize - 1) / kBlockSize;
+  const simt::TransferCounts before = simt::transfer_counts();
+  const auto device = model::make_model_runner(model, Backend::sim, rows, max_len, {kBlockSize, t.num_blocks});
+  const simt::TransferCounts made = simt::transfer_counts();
+  int64_t weight_bytes = 0;
+  for (const auto& l : model.weights().layers)
+    for (const Weight* w : {&l.wqkv, &l.wo, &l.w13, &l.w2}) weight_bytes += 4 * w->out_features() * w->in_features();
+  EXPECT_GE(int64_t(made.host_to_device - before.host_to_device), weight_bytes) << "the weights go up once";
+
+  int64_t cached = 0;
+  for (const int64_t chunk : {7, 1, 1, 12}) {
+    model::StepPlan plan;
+    for (int64_t b = 0; b < rows; ++b) add_chunk(plan, t, t.blocks[size_t(b)], random_tokens(rng, chunk, vocab), cached, false);
+    const int64_t T = int64_t(plan.token_ids.size()), n = int64_t(plan.logits_indices.size());
+    const simt::TransferCounts start = simt::transfer_counts();
+    const Tensor<float> logits = device->run(plan);
+    const simt::TransferCounts end = simt::transfer_counts();
+    const int64_t plan_bytes = T * (4 + 8 + 8 + 4 + 4) + 4 * n + 4 * rows * (1 + max_blocks);
+    EXPECT_LE(int64_t(end.host_to_device - start.host_to_device), plan_bytes) << "a step of " << T << " tokens";
+    EXPECT_EQ(int64_t(end.device_to_host - start.device_to_host), 4 * n * vocab) << "a step downloads its logits";
+    EXPECT_EQ(logits.size(), n * vocab);
+    cached += chunk;
+  }
+}
+#endif
 
 // Index of the largest logit of row @p row and its margin over the second largest.
 std::pair<int32_t, double> top_with_margin(const Tensor<float>& logits, int64_t row) {
@@ -365,45 +441,73 @@ std::pair<int32_t, double> top_with_margin(const Tensor<float>& logits, int64_t 
   return {best, double(l[best]) - double(second)};
 }
 
-// Greedy generation of 16 tokens from a 5-token prompt, on each backend alone: the tokens equal
-// the cpu's, or differ first where the cpu's top-2 margin is within what the fp32 tolerance lets
-// both logits move (then the two runs have diverged and the comparison stops). The margin at a
-// first difference — or the smallest margin met — is printed.
-TEST(ModelBackends, GreedyGenerationMatchesTheCpuWhereTheMarginIsClear) {
+// The cpu's logits of the token after @p prefix (a contiguous cache, the whole prefix at once).
+Tensor<float> next_logits_cpu(const model::LlamaModel& model, const std::vector<int32_t>& prefix) {
+  KvCache cache(model.kv_shape(1, int64_t(prefix.size())), KvFormat::fp32());
+  model::StepPlan plan;
+  std::vector<int64_t> slots;
+  for (int64_t i = 0; i < int64_t(prefix.size()); ++i) slots.push_back(i);
+  plan.add_sequence(prefix, slots, int64_t(prefix.size()), {}, true);
+  return model.forward(plan, cache);
+}
+
+// The whole engine on the backend (EngineConfig::backend: weights and pool resident there),
+// continuous batching in a pool small enough to preempt, against the same engine on cpu: every
+// request's greedy tokens are equal, or differ first where the cpu's top-2 margin (recomputed
+// from the prefix) is within what the fp32 tolerance lets both logits move.
+TEST(ModelBackends, EngineOnTheBackendGeneratesTheCpuTokensWhereTheMarginIsClear) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
   testing::SeededRng rng;
   const model::LlamaModel model = tiny_model(rng.seed());
-  const int64_t steps = 16;
-  const std::vector<int32_t> prompt = random_tokens(rng, 5, model.config().vocab_size);
-  KvCache cpu_cache = paged_cache(model, 1, 32, rng.seed()), device_cache = cpu_cache;
-  std::vector<int32_t> cpu_chunk = prompt, device_chunk = prompt;
-  int64_t length = 0;
-  double smallest_margin = INFINITY;
-  for (int64_t step = 0; step < steps; ++step) {
-    model::StepPlan cpu_batch = make_batch(cpu_cache, {cpu_chunk}, {length});
-    model::StepPlan device_batch = make_batch(device_cache, {device_chunk}, {length});
-    cpu_batch.logits_indices = device_batch.logits_indices = {int64_t(cpu_chunk.size()) - 1};
-    const Tensor<float> cpu = model.forward(cpu_batch, cpu_cache);
-    const Tensor<float> got = model.forward(device_batch, device_cache, kTestBackend);
-    const Comparison cmp = compare_to_oracle(got, convert<double>(cpu), tolerance_for(Precision::fp32));
-    EXPECT_TRUE(cmp.ok) << "generated token " << step << "\n" << cmp.report();
-    const auto [cpu_token, margin] = top_with_margin(cpu, 0);
-    const int32_t device_token = top_with_margin(got, 0).first;
-    smallest_margin = std::min(smallest_margin, margin);
-    if (device_token != cpu_token) {
-      // Both logits may each be off by the tolerance's max_abs bound: a swap needs a margin ≤ 2×.
-      const double bound = 2.0 * tolerance_for(Precision::fp32).max_abs * std::max(1.0, cmp.max_abs_reference);
-      std::cout << "[ info     ] " << to_string(kTestBackend) << ": first different token at step " << step << " (cpu "
-                << cpu_token << ", " << to_string(kTestBackend) << " " << device_token << "): cpu top-2 margin "
-                << margin << ", bound " << bound << "\n";
-      EXPECT_LE(margin, bound) << "generated token " << step << " differs though the cpu's top-2 margin is clear";
-      return;
-    }
-    length = cpu_batch.context_lens[0];
-    cpu_chunk = device_chunk = {cpu_token};
+  engine::EngineConfig config;
+  config.max_num_seqs = 4;
+  config.max_num_batched_tokens = 24;
+  config.chunk_size = 8;
+  config.block_size = 4;
+  config.num_blocks = 14;
+  config.max_seq_len = 40;
+  config.clock = engine::ClockMode::simulated;
+  config.check_invariants = true;
+  std::vector<engine::Request> requests;
+  for (int i = 0; i < 6; ++i) {
+    engine::Request r;
+    r.prompt = random_tokens(rng, rng.integer(3, 13), model.config().vocab_size);
+    r.sampling.max_new_tokens = 12;
+    requests.push_back(r);
   }
-  std::cout << "[ info     ] " << to_string(kTestBackend) << ": all " << steps
-            << " greedy tokens equal the cpu's; smallest cpu top-2 margin " << smallest_margin << "\n";
+  const auto serve_on = [&](Backend backend, int64_t* preemptions) {
+    engine::EngineConfig c = config;
+    c.backend = backend;
+    engine::Engine e(model, c);
+    for (const engine::Request& r : requests) e.add_request(r);
+    e.run();
+    *preemptions = e.stats().preemptions;
+    std::map<int64_t, std::vector<int32_t>> tokens;
+    for (const engine::RequestOutput& out : e.take_outputs()) tokens[out.id] = out.tokens;
+    return tokens;
+  };
+  int64_t cpu_preemptions = 0, device_preemptions = 0;
+  const auto cpu = serve_on(Backend::cpu, &cpu_preemptions);
+  const auto got = serve_on(kTestBackend, &device_preemptions);
+  std::cout << "[ info     ] preemptions: cpu " << cpu_preemptions << ", " << to_string(kTestBackend) << " "
+            << device_preemptions << "\n";
+  ASSERT_EQ(got.size(), requests.size());
+  const double bound = 2.0 * tolerance_for(Precision::fp32).max_abs;
+  for (const auto& [id, expected] : cpu) {
+    const std::vector<int32_t>& tokens = got.at(id);
+    ASSERT_EQ(tokens.size(), expected.size()) << "request " << id;
+    const auto diverged = std::mismatch(expected.begin(), expected.end(), tokens.begin());
+    if (diverged.first == expected.end()) continue;
+    std::vector<int32_t> prefix = requests[size_t(id)].prompt;
+    prefix.insert(prefix.end(), expected.begin(), diverged.first);
+    const Tensor<float> logits = next_logits_cpu(model, prefix);
+    const double margin = top_with_margin(logits, 0).second;
+    double max_logit = 0.0;
+    for (int64_t v = 0; v < logits.size(); ++v) max_logit = std::max(max_logit, std::fabs(double(logits[v])));
+    std::cout << "[ info     ] request " << id << ": first different token at " << (diverged.first - expected.begin())
+              << ", cpu top-2 margin " << margin << "\n";
+    EXPECT_LE(margin, bound * std::max(1.0, max_logit)) << "request " << id << " differs though the margin is clear";
+  }
 }
 
 }  // namespace

@@ -113,6 +113,18 @@ void set_workers(int count);
 /// there was none since the last cudaDeviceReset().
 std::string last_error_message();
 
+/// Bytes copied by cudaMemcpy (and cudaMemcpyAsync) since the program started, by direction:
+/// what a program moves between host and device memory, counted by the emulator itself — so a
+/// test can check that a resident model runner's step moves only its plan up and its logits
+/// down (the transfers a PCIe or NVLink-C2C link would carry on a GPU). Thread-safe.
+struct TransferCounts {
+  uint64_t host_to_device = 0;    ///< uploads
+  uint64_t device_to_host = 0;    ///< downloads
+  uint64_t device_to_device = 0;  ///< copies within device memory
+};
+/// The counts so far.
+TransferCounts transfer_counts();
+
 /// Whether device memory is closed to host code: outside launches and the runtime's calls
 /// (cudaMemcpy, cudaMemset, cuBLAS) a host dereference of a device pointer faults, as on a GPU,
 /// and the emulator reports the host line and where the memory was allocated, then aborts. On
