@@ -50,6 +50,7 @@
 #include "common/json.h"
 #include "common/rng.h"
 #include "kernels/layers/layers.h"
+#include "runtime/engine/serving_run.h"
 #include "runtime/model/llama_model.h"
 
 namespace {
@@ -149,7 +150,7 @@ engine::EngineConfig base_config(engine::BatchingPolicy policy, int64_t num_bloc
   return c;
 }
 
-void print_row(const serving::ServingRun& r, std::ostream& out) {
+void print_row(const engine::ServingRun& r, std::ostream& out) {
   const auto& s = r.summary;
   out << "  " << std::left << std::setw(34) << r.name << std::right << std::fixed << std::setprecision(1)
       << std::setw(10) << s.tokens_per_second << std::setprecision(3) << std::setw(10) << s.ttft.p50 << std::setw(10)
@@ -172,12 +173,12 @@ int serving_study(const std::string& out_path, bool quick) {
   serving::Workload w;
   if (quick) w.requests = 16;
   const auto offline = serving::make_requests(w, m.config().vocab_size);
-  std::vector<serving::ServingRun> runs;
+  std::vector<engine::ServingRun> runs;
   std::vector<std::string> parts;
   const auto run = [&](const std::string& part, const std::string& name, const engine::EngineConfig& c,
                        const std::vector<engine::Request>& requests) {
     std::cerr << "  running " << name << " …" << std::endl;
-    runs.push_back(serving::run(name, m, c, requests, &std::cerr));
+    runs.push_back(engine::serve(name, m, c, requests, {.out = &std::cerr, .every_seconds = 5.0}));
     parts.push_back(part);
     print_row(runs.back(), std::cout);
   };

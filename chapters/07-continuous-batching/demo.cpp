@@ -13,6 +13,7 @@
 #include "chapters/tour.h"
 #include "common/timer.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/serving_run.h"
 #include "runtime/model/llama_model.h"
 
 namespace inferlab {
@@ -71,7 +72,7 @@ void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptio
     double static_rate = 0;
     for (const auto policy : {engine::BatchingPolicy::static_batch, engine::BatchingPolicy::continuous}) {
       c.policy = policy;
-      const serving::ServingRun run = serving::run(std::string(engine::to_string(policy)), m, c, requests, nullptr);
+      const engine::ServingRun run = engine::serve(std::string(engine::to_string(policy)), m, c, requests);
       const auto& s = run.summary;
       out << "  " << std::left << std::setw(12) << run.name << std::right << std::fixed << std::setprecision(0)
           << std::setw(10) << s.tokens_per_second << std::setprecision(3) << std::setw(10) << s.ttft.p50 << " s"

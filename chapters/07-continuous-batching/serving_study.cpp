@@ -1,9 +1,7 @@
 #include "chapters/07-continuous-batching/serving_study.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <sstream>
 
 #include "common/rng.h"
 #include "runtime/engine/trace.h"
@@ -30,36 +28,14 @@ std::vector<engine::Request> make_requests(const Workload& w, int64_t vocab_size
   return out;
 }
 
-ServingRun run(const std::string& name, const model::LlamaModel& model, const engine::EngineConfig& config,
-               const std::vector<engine::Request>& requests, std::ostream* progress) {
-  engine::Engine e(model, config);
-  for (const auto& r : requests) e.add_request(r);
-  auto last = std::chrono::steady_clock::now();
-  e.run([&](const engine::Engine& running) {
-    if (!progress || std::chrono::steady_clock::now() - last < std::chrono::seconds(5)) return;
-    last = std::chrono::steady_clock::now();
-    *progress << "    " << name << ": step " << running.stats().steps << ", " << running.outputs().size() << "/"
-              << requests.size() << " done, " << running.num_running() << " running, " << running.num_waiting()
-              << " waiting" << std::endl;
-  });
-  ServingRun r;
-  r.name = name;
-  r.config = config;
-  r.stats = e.stats();
-  r.steps = e.steps();
-  r.outputs = e.take_outputs();
-  r.summary = engine::summarize(r.outputs);
-  return r;
-}
-
-engine::Percentiles tpot_of_short(const ServingRun& run, int64_t max_prompt) {
+engine::Percentiles tpot_of_short(const engine::ServingRun& run, int64_t max_prompt) {
   std::vector<double> values;
   for (const auto& o : run.outputs)
     if (int64_t(o.prompt.size()) <= max_prompt && o.metrics.tpot() >= 0) values.push_back(o.metrics.tpot());
   return engine::percentiles(std::move(values));
 }
 
-engine::Percentiles itl_of_short(const ServingRun& run, int64_t max_prompt, double* max_gap) {
+engine::Percentiles itl_of_short(const engine::ServingRun& run, int64_t max_prompt, double* max_gap) {
   std::vector<double> gaps = engine::inter_token_gaps(run.outputs, max_prompt);
   *max_gap = gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end());
   return engine::percentiles(std::move(gaps));
@@ -102,7 +78,7 @@ model::StepPlan decode_batch(const model::LlamaModel& model, const KvCache& cach
   return plan;
 }
 
-Json to_json(const ServingRun& r, bool with_steps) {
+Json to_json(const engine::ServingRun& r, bool with_steps) {
   Json json = {{"name", r.name}, {"run", engine::run_json(r.config, r.stats, r.outputs)}};
   if (with_steps) {
     Json steps = Json::array();

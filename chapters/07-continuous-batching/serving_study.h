@@ -1,16 +1,17 @@
 #pragma once
 /// @file serving_study.h
 /// Chapter 07's serving experiments, shared by its benchmark and its tour section: a documented
-/// request workload, and one run of it through the engine with the metrics that come out.
+/// request workload, and what the lesson reads off a run of it (engine::serve(),
+/// runtime/engine/serving_run.h): the short requests' TPOT and ITL, the run as JSON.
 
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
 #include "common/json.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/metrics.h"
+#include "runtime/engine/serving_run.h"
 #include "runtime/model/llama_model.h"
 
 namespace inferlab::serving {
@@ -35,27 +36,12 @@ struct Workload {
 /// The requests of @p w over a vocabulary of @p vocab_size ids.
 std::vector<engine::Request> make_requests(const Workload& w, int64_t vocab_size);
 
-/// One run and what it measured.
-struct ServingRun {
-  std::string name;                          ///< e.g. "continuous, t=0"
-  engine::EngineConfig config;               ///< the engine's settings
-  engine::ServingSummary summary;            ///< throughput, TTFT, TPOT, latency
-  engine::EngineStats stats;                 ///< steps, preemptions, recomputation, …
-  std::vector<engine::StepRecord> steps;     ///< per step (config.record_steps)
-  std::vector<engine::RequestOutput> outputs;  ///< per request
-};
-
-/// Runs @p requests through a new engine over @p model with @p config; progress lines on
-/// @p progress (when not null) every few seconds.
-ServingRun run(const std::string& name, const model::LlamaModel& model, const engine::EngineConfig& config,
-               const std::vector<engine::Request>& requests, std::ostream* progress);
-
 /// TPOT percentiles over the requests whose prompt is at most @p max_prompt tokens (the short
 /// ones, whose decodes a long prompt's prefill can stall).
-engine::Percentiles tpot_of_short(const ServingRun& run, int64_t max_prompt);
+engine::Percentiles tpot_of_short(const engine::ServingRun& run, int64_t max_prompt);
 
 /// Inter-token gaps (ITL) of those requests: percentiles and the longest gap.
-engine::Percentiles itl_of_short(const ServingRun& run, int64_t max_prompt, double* max_gap);
+engine::Percentiles itl_of_short(const engine::ServingRun& run, int64_t max_prompt, double* max_gap);
 
 /// A paged KV cache (blocks of 16 tokens) for @p model of @p batch sequences, each holding
 /// @p context tokens of random K and V in every layer, with room for one more: the state a decode
@@ -68,6 +54,6 @@ model::StepPlan decode_batch(const model::LlamaModel& model, const KvCache& cach
 
 /// @p r as a JSON object, {"name": …, "run": engine::run_json(…)}; with @p with_steps also
 /// "steps", its per-step records (which requests ran).
-Json to_json(const ServingRun& r, bool with_steps);
+Json to_json(const engine::ServingRun& r, bool with_steps);
 
 }  // namespace inferlab::serving

@@ -2,6 +2,7 @@
 // (run alone, or through the engine), or a JSON-lines trace of requests replayed through the
 // serving engine with per-request metrics written as JSON.
 #include <fstream>
+#include <span>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "common/check.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/metrics.h"
+#include "runtime/engine/serving_run.h"
 #include "runtime/engine/trace.h"
 #include "runtime/model/llama_model.h"
 #include "tools/cli/commands.h"
@@ -83,34 +85,42 @@ engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m)
   return c;
 }
 
+// The one request of --prompt-ids and the sampling options.
+engine::Request prompt_request(const Args& args, const model::LlamaModel& m) {
+  engine::Request r;
+  r.id = 0;
+  r.prompt = id_list("prompt-ids", args.required("prompt-ids"));
+  r.sampling.max_new_tokens = integer(args, "max-new-tokens", 16);
+  r.sampling.temperature = args.has("greedy") ? 0.0f : float(real(args, "temperature", 0.0));
+  r.sampling.top_p = float(real(args, "top-p", 1.0));
+  r.sampling.seed = uint64_t(integer(args, "seed", 0));
+  if (args.has("stop-ids")) r.sampling.stop_ids = id_list("stop-ids", args.required("stop-ids"));
+  for (const int32_t id : r.prompt)
+    require(id < m.config().vocab_size, "--prompt-ids", id,
+            "is not a token id of this model (vocab " + std::to_string(m.config().vocab_size) + ")");
+  return r;
+}
+
+// Replays the --trace file through the engine: progress on stderr every 1000 steps; the run's
+// JSON on stdout, or in --out with a one-line summary on stdout.
 int replay(const Args& args, const model::LlamaModel& m) {
   const std::string path = args.required("trace");
   std::ifstream in(path);
   require(bool(in), "--trace", path, "cannot be opened");
   const auto requests = engine::read_trace(in, m.config().vocab_size, uint64_t(integer(args, "seed", 0)));
-  const engine::EngineConfig config = engine_config(args, m);
-  engine::Engine e(m, config);
-  for (const auto& r : requests) e.add_request(r);
-  int64_t last_report = 0;
-  e.run([&](const engine::Engine& running) {  // progress on stderr every 1000 steps
-    if (running.stats().steps - last_report < 1000) return;
-    last_report = running.stats().steps;
-    std::cerr << "  step " << running.stats().steps << ": " << running.outputs().size() << "/" << requests.size()
-              << " requests done, " << running.num_running() << " running, " << running.num_waiting() << " waiting\n";
-  });
-  auto outputs = e.take_outputs();
-  for (auto& o : outputs) o.id = requests[size_t(o.id)].id;  // the engine's ids are 0, 1, … in trace order
-  if (args.has("out")) {
-    std::ofstream out(args.required("out"));
-    require(bool(out), "--out", args.required("out"), "cannot be written");
-    engine::write_run_json(out, config, e.stats(), outputs);
-    const engine::ServingSummary s = engine::summarize(outputs);
-    std::cout << requests.size() << " requests, " << s.generated_tokens << " tokens in " << s.makespan << " s ("
-              << s.tokens_per_second << " tokens/s, " << to_string(config.policy) << "); metrics in "
-              << args.required("out") << "\n";
-  } else {
-    engine::write_run_json(std::cout, config, e.stats(), outputs);
+  const engine::ServingRun run =
+      engine::serve(path, m, engine_config(args, m), requests, {.out = &std::cerr, .every_steps = 1000});
+  if (!args.has("out")) {
+    engine::write_run_json(std::cout, run.config, run.stats, run.outputs);
+    return 0;
   }
+  std::ofstream out(args.required("out"));
+  require(bool(out), "--out", args.required("out"), "cannot be written");
+  engine::write_run_json(out, run.config, run.stats, run.outputs);
+  const engine::ServingSummary& s = run.summary;
+  std::cout << requests.size() << " requests, " << s.generated_tokens << " tokens in " << s.makespan << " s ("
+            << s.tokens_per_second << " tokens/s, " << to_string(run.config.policy) << "); metrics in "
+            << args.required("out") << "\n";
   return 0;
 }
 
@@ -128,26 +138,10 @@ int generate(const std::vector<std::string>& argv) {
   const model::LlamaModel m(model::load_model(args.required("model")));
   if (args.has("trace")) return replay(args, m);
 
-  engine::Request r;
-  r.id = 0;
-  r.prompt = id_list("prompt-ids", args.required("prompt-ids"));
-  r.sampling.max_new_tokens = integer(args, "max-new-tokens", 16);
-  r.sampling.temperature = args.has("greedy") ? 0.0f : float(real(args, "temperature", 0.0));
-  r.sampling.top_p = float(real(args, "top-p", 1.0));
-  r.sampling.seed = uint64_t(integer(args, "seed", 0));
-  if (args.has("stop-ids")) r.sampling.stop_ids = id_list("stop-ids", args.required("stop-ids"));
-  for (const int32_t id : r.prompt)
-    require(id < m.config().vocab_size, "--prompt-ids", id,
-            "is not a token id of this model (vocab " + std::to_string(m.config().vocab_size) + ")");
-  engine::RequestOutput out;
-  if (args.has("engine")) {
-    engine::Engine e(m, engine_config(args, m));
-    e.add_request(r);
-    e.run();
-    out = e.take_outputs().at(0);
-  } else {
-    out = engine::generate_alone(m, r);
-  }
+  const engine::Request r = prompt_request(args, m);
+  const engine::RequestOutput out = args.has("engine")
+                                        ? engine::serve("prompt", m, engine_config(args, m), std::span(&r, 1)).outputs.at(0)
+                                        : engine::generate_alone(m, r);
   if (!args.has("ids")) std::cout << "model: " << m.config().describe() << "\n" << "generated " << out.tokens.size()
                                   << " tokens (" << to_string(out.reason) << "):\n";
   for (size_t i = 0; i < out.tokens.size(); ++i) std::cout << (i ? " " : "") << out.tokens[i];
