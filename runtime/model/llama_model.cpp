@@ -1,13 +1,16 @@
 // The Llama forward over one step plan (llama_model.h): the plan is applied to the cache (block
 // copies, fresh blocks poisoned, rows mapped), then, per layer, for T tokens:
+//   x   = embedding rows of the tokens (widened to fp32)  [T, dim]
 //   xn  = rms_norm(x)                              [T, dim]
-//   qkv = xn · wqkvᵀ; RoPE on q and k by position  [T, dim + 2·kv_dim]
+//   qkv = xn · wqkvᵀ; RoPE on q and k by position  [T, q_dim + 2·kv_dim]  (q_dim = n_heads · head_dim)
 //   K, V → the cache at each token's slot          (KvCache::store_slots)
-//   att = prefill_with_cache(q, chunks, cache)     [T, dim]  (decode = chunks of 1)
+//   att = prefill_with_cache(q, chunks, cache)     [T, q_dim]  (decode = chunks of 1)
 //   x  += att · woᵀ
 //   x  += swiglu(rms_norm(x) · w13ᵀ) · w2ᵀ
 // then the final norm and the output head on the logit tokens only. The forward is written once;
-// the backend chooses the table of layer functions it calls (LayerKernels below).
+// the backend chooses the table of layer functions it calls (LayerKernels below). Each linear
+// layer reads its Weight in the format it is stored in (fp32, fp16, bf16): the bytes a step reads
+// are the weights' real bytes (step_cost()).
 #include "runtime/model/llama_model.h"
 
 #include <algorithm>
@@ -34,9 +37,9 @@ namespace {
 // else, so the cpu, sim and cuda forwards are one piece of code.
 struct LayerKernels {
   void (*rms_norm)(const Tensor<float>& x, std::span<const float> weight, float eps, Tensor<float>& y);
-  void (*linear)(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y);
+  void (*linear)(const Tensor<float>& x, const Weight& w, Tensor<float>& y);
   void (*rope)(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
-               std::span<const int64_t> positions, std::span<const float> cos_sin);
+               std::span<const int64_t> positions, std::span<const float> cos_sin, RopeStyle style);
   void (*swiglu)(const Tensor<float>& gate_up, Tensor<float>& out);
   void (*store_kv)(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
                    int64_t layer);
@@ -46,7 +49,7 @@ struct LayerKernels {
 
 constexpr LayerKernels kCpuKernels{
     rms_norm_cpu,
-    linear_cpu,
+    linear_cpu,  // the Weight overload (chosen by the pointer's type)
     rope_cpu,
     swiglu_cpu,
     [](KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots, int64_t layer) {
@@ -54,13 +57,29 @@ constexpr LayerKernels kCpuKernels{
     },
     prefill_with_cache_cpu};  // the overload with a layer (chosen by the pointer's type)
 
-constexpr LayerKernels kSimKernels{sim::rms_norm_cuda, sim::linear_cuda,         sim::rope_cuda,
-                                   sim::swiglu_cuda,   sim::kv_write_slots_cuda, sim::prefill_with_cache_layer_cuda};
+// The device rows keep their fp32 entry points: a 16-bit weight is widened on the host first, and
+// RoPE has the adjacent style only (a half_split model is refused, naming its style).
+#define INFERLAB_DEVICE_LAYER_KERNELS(NS)                                                                              \
+  LayerKernels {                                                                                                       \
+    NS::rms_norm_cuda,                                                                                                 \
+        [](const Tensor<float>& x, const Weight& w, Tensor<float>& y) {                                                \
+          if (w.format() == WeightFormat::f32) return NS::linear_cuda(x, w.f32(), y);                                  \
+          NS::linear_cuda(x, w.to_f32(), y);                                                                           \
+        },                                                                                                             \
+        [](float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,                                \
+           std::span<const int64_t> positions, std::span<const float> cos_sin, RopeStyle style) {                      \
+          if (style != RopeStyle::adjacent)                                                                            \
+            throw std::logic_error("LlamaModel::forward on " #NS ": RoPE style " + std::string(to_string(style)) +     \
+                                   " has no device kernel (adjacent only); run it on cpu");                            \
+          NS::rope_cuda(x, rows, row_stride, heads, head_dim, positions, cos_sin);                                     \
+        },                                                                                                             \
+        NS::swiglu_cuda, NS::kv_write_slots_cuda, NS::prefill_with_cache_layer_cuda                                    \
+  }
+
+constexpr LayerKernels kSimKernels = INFERLAB_DEVICE_LAYER_KERNELS(sim);
 
 #if INFERLAB_WITH_CUDA
-constexpr LayerKernels kCudaKernels{cuda::rms_norm_cuda,       cuda::linear_cuda,
-                                    cuda::rope_cuda,           cuda::swiglu_cuda,
-                                    cuda::kv_write_slots_cuda, cuda::prefill_with_cache_layer_cuda};
+constexpr LayerKernels kCudaKernels = INFERLAB_DEVICE_LAYER_KERNELS(cuda);
 #endif
 
 const LayerKernels& kernels_for(Backend backend) {
@@ -78,7 +97,7 @@ const LayerKernels& kernels_for(Backend backend) {
 
 LlamaModel::LlamaModel(LlamaWeights weights) : weights_(std::move(weights)) {
   const LlamaConfig& c = weights_.config;
-  c.validate();
+  weights_.validate();
   rope_ = rope_table(c.max_seq_len, c.head_dim(), c.rope_theta);
 }
 
@@ -136,32 +155,32 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache, Backend 
   const LayerKernels& run = kernels_for(backend);
   check(plan, cache);
   const LlamaConfig& c = config();
-  const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, kv = c.kv_dim(), d = c.head_dim();
-  const int64_t H = c.n_heads, G = c.n_kv_heads, qkv_width = dim + 2 * kv;
+  const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, q_dim = c.q_dim(), kv = c.kv_dim();
+  const int64_t d = c.head_dim(), H = c.n_heads, G = c.n_kv_heads, qkv_width = q_dim + 2 * kv;
   const std::vector<int64_t> chunk_lengths = apply_plan(plan, cache);
   const std::vector<int64_t>& positions = plan.positions;
 
   Tensor<float> x({T, dim}), xn({T, dim}), qkv({T, qkv_width}), q({T, H, d}), k({T, G, d}), v({T, G, d});
   Tensor<float> att({T, H, d}), proj({T, dim}), gate_up({T, 2 * c.hidden_dim}), hidden({T, c.hidden_dim});
   for (int64_t t = 0; t < T; ++t)
-    std::copy_n(weights_.embedding.data() + int64_t(plan.token_ids[size_t(t)]) * dim, dim, x.data() + t * dim);
+    weights_.embedding.row_to_f32(plan.token_ids[size_t(t)], std::span(x.data() + t * dim, size_t(dim)));
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LlamaLayerWeights& w = weights_.layers[size_t(l)];
     run.rms_norm(x, w.attention_norm, c.norm_eps, xn);
     run.linear(xn, w.wqkv, qkv);
-    run.rope(qkv.data(), T, qkv_width, H, d, positions, rope_);        // q
-    run.rope(qkv.data() + dim, T, qkv_width, G, d, positions, rope_);  // k
+    run.rope(qkv.data(), T, qkv_width, H, d, positions, rope_, c.rope_style);          // q
+    run.rope(qkv.data() + q_dim, T, qkv_width, G, d, positions, rope_, c.rope_style);  // k
     for (int64_t t = 0; t < T; ++t) {
       const float* row = qkv.data() + t * qkv_width;
-      std::copy_n(row, dim, q.data() + t * dim);
-      std::copy_n(row + dim, kv, k.data() + t * kv);
-      std::copy_n(row + dim + kv, kv, v.data() + t * kv);
+      std::copy_n(row, q_dim, q.data() + t * q_dim);
+      std::copy_n(row + q_dim, kv, k.data() + t * kv);
+      std::copy_n(row + q_dim + kv, kv, v.data() + t * kv);
     }
     run.store_kv(cache, k, v, plan.slot_mapping, l);
     att.reshape({T, H, d});
     run.attention(q, chunk_lengths, cache, l, att);
-    att.reshape({T, dim});  // the heads side by side: the output projection's input rows
+    att.reshape({T, q_dim});  // the heads side by side: the output projection's input rows
     run.linear(att, w.wo, proj);
     for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
 
@@ -183,13 +202,23 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache, Backend 
 
 Cost LlamaModel::step_cost(const StepPlan& plan) const {
   const LlamaConfig& c = config();
-  const double T = double(plan.token_ids.size()), d = double(c.head_dim());
-  const double layer_params =
-      double(c.parameters() - c.vocab_size * c.dim * (c.shared_classifier ? 1 : 2) - c.dim) / double(c.n_layers);
+  const double T = double(plan.token_ids.size()), logit_tokens = double(plan.logits_indices.size());
+  const double d = double(c.head_dim());
   Cost cost;
-  cost.flops = 2.0 * T * layer_params * double(c.n_layers) +
-               2.0 * double(plan.logits_indices.size()) * double(c.vocab_size) * double(c.dim);
-  cost.bytes = 4.0 * (layer_params * double(c.n_layers) + double(c.vocab_size * c.dim) + double(c.dim));
+  // Every layer's matrices once, whatever T (the linear layer reads each weight tile once for
+  // all the rows of a block), in their stored bytes; 2 FLOPs per weight per token.
+  for (const LlamaLayerWeights& w : weights_.layers)
+    for (const Weight* m : {&w.wqkv, &w.wo, &w.w13, &w.w2}) {
+      cost.flops += 2.0 * T * double(m->out_features()) * double(m->in_features());
+      cost.bytes += double(m->bytes());
+    }
+  cost.bytes += 4.0 * 2.0 * double(c.n_layers * c.dim);  // the attention and MLP norms (fp32)
+  cost.bytes += T * double(weights_.embedding.row_bytes());  // one embedding row gathered per token
+  if (logit_tokens > 0) {  // the final norm and the whole head, for the logit tokens only
+    const Weight& head = weights_.output_head();
+    cost.flops += 2.0 * logit_tokens * double(head.out_features()) * double(head.in_features());
+    cost.bytes += double(head.bytes()) + 4.0 * double(c.dim);
+  }
   for (int64_t i = 0; i < plan.num_seqs(); ++i) {
     const double n = double(plan.query_len(i)), L = double(plan.context_lens[size_t(i)]);
     if (n == 0) continue;

@@ -8,6 +8,11 @@
 /// (the single-request reference). A token's result is bit-identical whatever else is in the batch and however its
 /// sequence was cut into chunks: every kernel it goes through is batch-invariant (layers.h,
 /// cpu_prefill_with_cache.cpp).
+///
+/// The shape comes from the config (llama_config.h): the query width q_dim = n_heads · head_dim,
+/// which need not equal dim, and the RoPE style and θ. The weights are typed (llama_weights.h:
+/// fp32, fp16 or bf16 matrices): the CPU linear layer reads each in its own format, and
+/// step_cost() counts the bytes they really take.
 
 #include <cstdint>
 #include <vector>
@@ -48,17 +53,22 @@ class LlamaModel {
   /// layers.h's batch-invariant CPU layers and cpu/prefill_with_cache; sim and cuda run their
   /// CUDA twins — linear_cuda (cuBLAS), rms_norm_cuda, rope_cuda, swiglu_cuda
   /// (kernels/layers/cuda_layers.h), kv_write_slots_cuda and prefill_with_cache_layer_cuda — each
-  /// with host tensors in and out (the residual adds and the q/k/v split stay on the host). The
+  /// with host tensors in and out (the residual adds and the q/k/v split stay on the host; a
+  /// 16-bit weight is widened to fp32 on the host before linear_cuda). The
   /// device forward sums in other orders: its logits match the cpu's to fp32 rounding, not bit
   /// for bit, and it is not batch-invariant (cuBLAS may choose its GEMM by the sizes). Throws
   /// std::invalid_argument when @p backend is unavailable here (require_available) and
-  /// std::logic_error for a cache format the device kernels do not handle (fp32 and fp16 do).
+  /// std::logic_error for a cache format the device kernels do not handle (fp32 and fp16 do) or a
+  /// RoPE style they do not (adjacent only: a half_split model runs on cpu).
   Tensor<float> forward(const StepPlan& plan, KvCache& cache, Backend backend = Backend::cpu) const;
 
-  /// FLOPs and bytes of one forward over @p plan (without running it): every weight matrix once
-  /// (fp32), the GEMMs' 2·tokens·parameters FLOPs, attention's 4·head_dim FLOPs per (query head,
-  /// visible key) and its K/V rows read once per sequence (fp32 cache), the output head only for
-  /// the logit tokens. Activations are not counted (they stay in cache at these sizes).
+  /// FLOPs and bytes of one forward over @p plan (without running it): every layer's weight
+  /// matrices once in their stored bytes (Weight::bytes(): 4, 2 … bytes a weight) and the norms
+  /// (fp32), one embedding row per token (Weight::row_bytes()), the final norm and the whole
+  /// output head only when some token wants logits; the GEMMs' 2 FLOPs per weight per token (the
+  /// head's for the logit tokens only); attention's 4·head_dim FLOPs per (query head, visible
+  /// key) and its K/V rows read once per sequence (fp32 cache). Activations are not counted
+  /// (they stay in cache at these sizes).
   Cost step_cost(const StepPlan& plan) const;
 
  private:

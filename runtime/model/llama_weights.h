@@ -1,17 +1,21 @@
 #pragma once
 /// @file llama_weights.h
 /// A Llama model's weights as the forward uses them, and the loaders that make them: llama2.c
-/// checkpoint files (read and written) and seeded random weights. The weight *format* is the
-/// loader's business: the forward sees fp32 matrices [out][in] (x_out = W · x_in), with the
-/// three attention projections side by side (wqkv) and SwiGLU's two input projections side by
-/// side (w13), so one linear layer serves each. A loader for another format (chapter 08's
-/// block-quantized GGUF) produces the same structure.
+/// checkpoint files (read and written) and seeded random weights. Every matrix is a Weight
+/// (kernels/layers/weight.h: fp32, fp16 or bf16, [out][in] with x_out = W · x_in), the three
+/// attention projections side by side (wqkv) and SwiGLU's two input projections side by side
+/// (w13), so one linear layer serves each; the RMSNorm weights stay fp32 vectors (a few
+/// thousand numbers, read once a step). The token embedding is a Weight too, read one row per
+/// token (Weight::row_to_f32(), widened to fp32) — and read whole by the output head when tied.
+/// The loaders read fp32 and round every matrix to the format asked for (convert_weights()); a
+/// loader for another file format (chapter 08's block-quantized GGUF) produces the same
+/// structure with its own formats.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "common/tensor.h"
+#include "kernels/layers/weight.h"
 #include "runtime/model/llama_config.h"
 
 namespace inferlab::model {
@@ -19,24 +23,37 @@ namespace inferlab::model {
 /// One decoder block's weights.
 struct LlamaLayerWeights {
   std::vector<float> attention_norm;  ///< [dim] RMSNorm weight before attention
-  Tensor<float> wqkv;                 ///< [dim + 2·kv_dim, dim]: rows of wq, then wk, then wv
-  Tensor<float> wo;                   ///< [dim, dim] attention output projection
+  Weight wqkv;                        ///< [q_dim + 2·kv_dim, dim]: rows of wq, then wk, then wv
+  Weight wo;                          ///< [dim, q_dim] attention output projection
   std::vector<float> ffn_norm;        ///< [dim] RMSNorm weight before the MLP
-  Tensor<float> w13;                  ///< [2·hidden, dim]: rows of w1 (gate), then w3 (up)
-  Tensor<float> w2;                   ///< [dim, hidden] down projection
+  Weight w13;                         ///< [2·hidden, dim]: rows of w1 (gate), then w3 (up)
+  Weight w2;                          ///< [dim, hidden] down projection
 };
 
 /// All of a model's weights.
 struct LlamaWeights {
   LlamaConfig config;                      ///< the shape
-  Tensor<float> embedding;                 ///< [vocab, dim] token embedding
+  Weight embedding;                        ///< [vocab, dim] token embedding: one row per token id
   std::vector<LlamaLayerWeights> layers;   ///< n_layers blocks
   std::vector<float> final_norm;           ///< [dim]
-  Tensor<float> classifier;                ///< [vocab, dim]; empty when tied to the embedding
+  Weight classifier;                       ///< [vocab, dim]; empty when tied to the embedding
 
   /// The output head: the classifier, or the embedding when tied.
-  const Tensor<float>& output_head() const { return config.shared_classifier ? embedding : classifier; }
+  const Weight& output_head() const { return config.shared_classifier ? embedding : classifier; }
+  /// Bytes of every weight as stored: each matrix's Weight::bytes() (the embedding and the
+  /// classifier once each; a tied head is the embedding) and the norms at 4 bytes. For weights
+  /// all in one format, config.weight_bytes(format).
+  int64_t bytes() const;
+  /// Throws std::invalid_argument when the config is not valid (LlamaConfig::validate()) or a
+  /// matrix or norm does not have the shape the config gives it, naming it and both shapes.
+  void validate() const;
 };
+
+/// @p weights with every matrix converted to @p format (requantized on load): each is widened
+/// to fp32 (exact) and rounded once to the format, to nearest even; a matrix already in
+/// @p format is kept as it is, so converting fp32 weights to f32 changes no bit. The norms stay
+/// fp32.
+LlamaWeights convert_weights(LlamaWeights weights, WeightFormat format);
 
 /// Reads a llama2.c checkpoint (the legacy format: 7 int32 — dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size (negative: a separate classifier follows), seq_len — then the fp32
@@ -45,7 +62,11 @@ struct LlamaWeights {
 LlamaWeights load_llama2c(const std::string& path);
 
 /// Writes @p weights as a llama2.c checkpoint that load_llama2c() (and llama2.c's run.c) reads.
-/// Throws std::runtime_error when the file cannot be written.
+/// The format holds fp32 only: 16-bit matrices are widened (exactly), so loading the file and
+/// converting back to their format gives the same bits. Throws std::invalid_argument when the
+/// config is one llama2.c cannot express (head_dim other than dim / n_heads, half_split RoPE,
+/// θ ≠ 10000, ε ≠ 1e-5), naming the field, and std::runtime_error when the file cannot be
+/// written.
 void save_llama2c(const LlamaWeights& weights, const std::string& path);
 
 /// Seeded random weights of shape @p config: matrices N(0, 1/in) so activations keep their
@@ -53,8 +74,9 @@ void save_llama2c(const LlamaWeights& weights, const std::string& path);
 /// same weights on every machine (common/rng.h's generator).
 LlamaWeights random_llama(const LlamaConfig& config, uint64_t seed);
 
-/// The model named @p spec: `random:<preset>[,key=value…]` (parse_random_spec()) or the path of a
-/// llama2.c checkpoint.
-LlamaWeights load_model(const std::string& spec);
+/// The model named @p spec — `random:<preset>[,key=value…]` (parse_random_spec()) or the path of
+/// a llama2.c checkpoint — with its matrices in @p format (convert_weights(); fp32, the default,
+/// is the file's or the generator's weights bit for bit).
+LlamaWeights load_model(const std::string& spec, WeightFormat format = WeightFormat::f32);
 
 }  // namespace inferlab::model

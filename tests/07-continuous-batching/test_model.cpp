@@ -269,8 +269,11 @@ void expect_same_weights(const LlamaWeights& a, const LlamaWeights& b) {
   EXPECT_EQ(x.vocab_size, y.vocab_size);
   EXPECT_EQ(x.max_seq_len, y.max_seq_len);
   EXPECT_EQ(x.shared_classifier, y.shared_classifier);
-  const auto same = [](const Tensor<float>& p, const Tensor<float>& q) {
-    return p.shape() == q.shape() && same_floats(p.data(), q.data(), size_t(p.size()));
+  const auto same = [](const Weight& p, const Weight& q) {
+    if (p.shape() != q.shape() || p.format() != q.format()) return false;
+    if (p.empty()) return true;
+    if (p.format() == WeightFormat::f32) return same_floats(p.f32().data(), q.f32().data(), size_t(p.f32().size()));
+    return std::memcmp(p.bits16().data(), q.bits16().data(), 2 * size_t(p.bits16().size())) == 0;
   };
   const auto same_vec = [](const std::vector<float>& p, const std::vector<float>& q) {
     return p.size() == q.size() && same_floats(p.data(), q.data(), p.size());
