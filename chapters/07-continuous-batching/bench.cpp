@@ -78,7 +78,7 @@ void BM_decode_step(benchmark::State& state) {
   const int64_t B = state.range(0);
   const model::StepPlan fb = serving::decode_batch(s.model, s.cache, B, kContext);
   const Cost cost = s.model.step_cost(fb);
-  const double weight_bytes = double(s.model.config().weight_bytes());
+  const double weight_bytes = double(s.model.weights().bytes());
   const bench::CallTiming t = bench::time_calls(state, [&] { benchmark::DoNotOptimize(s.model.forward(fb, s.cache)); });
   const Roofline& roof = bench::measured_roofline();
   const double gflops = cost.flops / t.mean_seconds / 1e9;

@@ -96,7 +96,7 @@ void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptio
     const int64_t context = 128, max_batch = 32;
     KvCache cache = serving::random_decode_cache(m, max_batch, context, 5);
     out << "One decode step of a " << m.config().describe() << " random model, " << context
-        << " cached tokens per sequence\n(weights " << std::setprecision(0) << double(m.config().weight_bytes()) / 1e6
+        << " cached tokens per sequence\n(weights " << std::setprecision(0) << double(m.weights().bytes()) / 1e6
         << " MB fp32; the roofline: " << roofline.peak_gflops << " GFLOP/s peak, " << roofline.read_gbs
         << " GB/s read):\n";
     out << "     B      AI   ms/step   GFLOP/s   tokens/s   % of roof\n";
