@@ -30,8 +30,7 @@ void LlamaConfig::validate() const {
   require_positive("max_seq_len", max_seq_len);
   require(head_dim_size >= 0, "head_dim", head_dim_size, "must be > 0, or 0 for dim / n_heads");
   if (head_dim_size == 0)
-    require(dim % n_heads == 0, "n_heads", n_heads,
-            "must divide dim = " + std::to_string(dim) + " (or set head_dim)");
+    require(dim % n_heads == 0, "n_heads", n_heads, "must divide dim = " + std::to_string(dim) + " (or set head_dim)");
   require(n_heads % n_kv_heads == 0, "n_kv_heads", n_kv_heads, "must divide n_heads = " + std::to_string(n_heads));
   require(head_dim() % 2 == 0, head_dim_size > 0 ? "head_dim" : "head_dim (dim / n_heads)", head_dim(),
           "must be even (RoPE rotates pairs)");

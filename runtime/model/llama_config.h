@@ -22,15 +22,15 @@ namespace inferlab::model {
 /// Sizes and constants of a Llama-style model (llama2.c's Config, plus the constants its run.c
 /// fixes: head_dim = dim / n_heads, adjacent-pair RoPE with θ = 10000, RMSNorm ε = 1e-5).
 struct LlamaConfig {
-  int64_t dim = 0;         ///< residual stream width
-  int64_t hidden_dim = 0;  ///< SwiGLU hidden width
-  int64_t n_layers = 0;    ///< decoder blocks
-  int64_t n_heads = 0;     ///< query heads
-  int64_t n_kv_heads = 0;  ///< key/value heads (GQA: n_heads / n_kv_heads query heads share one)
-  int64_t vocab_size = 0;  ///< token ids 0 … vocab_size − 1
-  int64_t max_seq_len = 0;  ///< positions the model supports (the RoPE table's length)
-  int64_t head_dim_size = 0;  ///< width of one attention head; 0: dim / n_heads (llama2.c)
-  bool shared_classifier = true;  ///< the output head is the token embedding (tied)
+  int64_t dim = 0;                             ///< residual stream width
+  int64_t hidden_dim = 0;                      ///< SwiGLU hidden width
+  int64_t n_layers = 0;                        ///< decoder blocks
+  int64_t n_heads = 0;                         ///< query heads
+  int64_t n_kv_heads = 0;                      ///< key/value heads (GQA: n_heads / n_kv_heads query heads share one)
+  int64_t vocab_size = 0;                      ///< token ids 0 … vocab_size − 1
+  int64_t max_seq_len = 0;                     ///< positions the model supports (the RoPE table's length)
+  int64_t head_dim_size = 0;                   ///< width of one attention head; 0: dim / n_heads (llama2.c)
+  bool shared_classifier = true;               ///< the output head is the token embedding (tied)
   RopeStyle rope_style = RopeStyle::adjacent;  ///< which elements of a head RoPE rotates together
   double rope_theta = 10000.0;                 ///< RoPE base θ
   float norm_eps = 1e-5f;                      ///< RMSNorm ε

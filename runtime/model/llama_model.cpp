@@ -59,21 +59,21 @@ constexpr LayerKernels kCpuKernels{
 
 // The device rows keep their fp32 entry points: a 16-bit weight is widened on the host first, and
 // RoPE has the adjacent style only (a half_split model is refused, naming its style).
-#define INFERLAB_DEVICE_LAYER_KERNELS(NS)                                                                              \
-  LayerKernels {                                                                                                       \
-    NS::rms_norm_cuda,                                                                                                 \
-        [](const Tensor<float>& x, const Weight& w, Tensor<float>& y) {                                                \
-          if (w.format() == WeightFormat::f32) return NS::linear_cuda(x, w.f32(), y);                                  \
-          NS::linear_cuda(x, w.to_f32(), y);                                                                           \
-        },                                                                                                             \
-        [](float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,                                \
-           std::span<const int64_t> positions, std::span<const float> cos_sin, RopeStyle style) {                      \
-          if (style != RopeStyle::adjacent)                                                                            \
-            throw std::logic_error("LlamaModel::forward on " #NS ": RoPE style " + std::string(to_string(style)) +     \
-                                   " has no device kernel (adjacent only); run it on cpu");                            \
-          NS::rope_cuda(x, rows, row_stride, heads, head_dim, positions, cos_sin);                                     \
-        },                                                                                                             \
-        NS::swiglu_cuda, NS::kv_write_slots_cuda, NS::prefill_with_cache_layer_cuda                                    \
+#define INFERLAB_DEVICE_LAYER_KERNELS(NS)                                                                          \
+  LayerKernels {                                                                                                   \
+    NS::rms_norm_cuda,                                                                                             \
+        [](const Tensor<float>& x, const Weight& w, Tensor<float>& y) {                                            \
+          if (w.format() == WeightFormat::f32) return NS::linear_cuda(x, w.f32(), y);                              \
+          NS::linear_cuda(x, w.to_f32(), y);                                                                       \
+        },                                                                                                         \
+        [](float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,                            \
+           std::span<const int64_t> positions, std::span<const float> cos_sin, RopeStyle style) {                  \
+          if (style != RopeStyle::adjacent)                                                                        \
+            throw std::logic_error("LlamaModel::forward on " #NS ": RoPE style " + std::string(to_string(style)) + \
+                                   " has no device kernel (adjacent only); run it on cpu");                        \
+          NS::rope_cuda(x, rows, row_stride, heads, head_dim, positions, cos_sin);                                 \
+        },                                                                                                         \
+        NS::swiglu_cuda, NS::kv_write_slots_cuda, NS::prefill_with_cache_layer_cuda                                \
   }
 
 constexpr LayerKernels kSimKernels = INFERLAB_DEVICE_LAYER_KERNELS(sim);
@@ -212,7 +212,7 @@ Cost LlamaModel::step_cost(const StepPlan& plan) const {
       cost.flops += 2.0 * T * double(m->out_features()) * double(m->in_features());
       cost.bytes += double(m->bytes());
     }
-  cost.bytes += 4.0 * 2.0 * double(c.n_layers * c.dim);  // the attention and MLP norms (fp32)
+  cost.bytes += 4.0 * 2.0 * double(c.n_layers * c.dim);      // the attention and MLP norms (fp32)
   cost.bytes += T * double(weights_.embedding.row_bytes());  // one embedding row gathered per token
   if (logit_tokens > 0) {  // the final norm and the whole head, for the logit tokens only
     const Weight& head = weights_.output_head();

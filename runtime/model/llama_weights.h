@@ -32,11 +32,11 @@ struct LlamaLayerWeights {
 
 /// All of a model's weights.
 struct LlamaWeights {
-  LlamaConfig config;                      ///< the shape
-  Weight embedding;                        ///< [vocab, dim] token embedding: one row per token id
-  std::vector<LlamaLayerWeights> layers;   ///< n_layers blocks
-  std::vector<float> final_norm;           ///< [dim]
-  Weight classifier;                       ///< [vocab, dim]; empty when tied to the embedding
+  LlamaConfig config;                     ///< the shape
+  Weight embedding;                       ///< [vocab, dim] token embedding: one row per token id
+  std::vector<LlamaLayerWeights> layers;  ///< n_layers blocks
+  std::vector<float> final_norm;          ///< [dim]
+  Weight classifier;                      ///< [vocab, dim]; empty when tied to the embedding
 
   /// The output head: the classifier, or the embedding when tied.
   const Weight& output_head() const { return config.shared_classifier ? embedding : classifier; }

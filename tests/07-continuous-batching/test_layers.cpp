@@ -465,8 +465,8 @@ TEST(Rope, BothStylesEqualTheDoubleRotationOnOddShapes) {
             checked += 2;
           }
       }
-      EXPECT_EQ(failing, 0) << failing << " pairs past 4u·(|a| + |b|) of the double rotation; worst at "
-                            << worst << " of the bound";
+      EXPECT_EQ(failing, 0) << failing << " pairs past 4u·(|a| + |b|) of the double rotation; worst at " << worst
+                            << " of the bound";
       EXPECT_GT(checked, 0);
     }
 }
@@ -503,7 +503,8 @@ TEST(Rope, HalfSplitIsAdjacentOnThePermutedHead) {
           const int64_t base = r * width + h * head_dim;
           ASSERT_EQ(std::bit_cast<uint32_t>(split[base + i]), std::bit_cast<uint32_t>(adjacent[base + 2 * i]))
               << "row " << r << ", head " << h << ", pair " << i << " (first element)";
-          ASSERT_EQ(std::bit_cast<uint32_t>(split[base + i + half]), std::bit_cast<uint32_t>(adjacent[base + 2 * i + 1]))
+          ASSERT_EQ(std::bit_cast<uint32_t>(split[base + i + half]),
+                    std::bit_cast<uint32_t>(adjacent[base + 2 * i + 1]))
               << "row " << r << ", head " << h << ", pair " << i << " (second element)";
         }
     for (int64_t e = 0; e < split.size(); ++e) differ += split[e] != adjacent_on_v[e];
@@ -526,8 +527,11 @@ TEST(Rope, BadArgumentsAreRejectedNamingThem) {
   expect_invalid([&] { rope_table(16, 0, 10000.0); }, "head_dim");
   expect_invalid([&] { rope_table(0, 8, 10000.0); }, "max_position");
   expect_invalid([&] { rope_table(16, 8, 0.0); }, "theta");
-  expect_invalid([&] { rope_cpu(x.data(), 2, 16, 2, 8, std::vector<int64_t>{0, 1}, table, RopeStyle(7)); },
-                 "RoPE style");
+  expect_invalid(
+      [&] {
+        rope_cpu(x.data(), 2, 16, 2, 8, std::vector<int64_t>{0, 1}, table, RopeStyle(7));
+      },
+      "RoPE style");
   for (const RopeStyle style : {RopeStyle::adjacent, RopeStyle::half_split})
     EXPECT_EQ(parse_rope_style(to_string(style)), style);
   expect_invalid([] { parse_rope_style("neox"); }, "RoPE style = neox");

@@ -17,6 +17,7 @@
 //    device forward refuses half_split with std::logic_error naming it.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -25,7 +26,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "common/tolerance.h"
@@ -408,7 +408,8 @@ LlamaWeights permuted_for_half_split(LlamaWeights w) {
 
 TEST(TypedModel, HalfSplitOnPermutedQkRowsGivesTheAdjacentModelsLogits) {
   SeededRng rng;
-  for (const std::string& keys : {std::string(kOddModel), std::string("random:tiny,dim=48,heads=4,kv_heads=2,head_dim=16")}) {
+  for (const std::string& keys :
+       {std::string(kOddModel), std::string("random:tiny,dim=48,heads=4,kv_heads=2,head_dim=16")}) {
     const std::string spec = keys + ",theta=1e5" + seed_suffix(rng);
     SCOPED_TRACE(spec);
     const LlamaWeights adjacent = model::load_model(spec);
@@ -433,13 +434,14 @@ TEST(TypedModel, HalfSplitOnPermutedQkRowsGivesTheAdjacentModelsLogits) {
 
 TEST(TypedModel, StepCostCountsTheStoredBytes) {
   SeededRng rng;
-  const std::string spec = "random:tiny,dim=48,heads=4,kv_heads=2,head_dim=16,hidden=80,layers=3,vocab=77" +
-                           seed_suffix(rng);
+  const std::string spec =
+      "random:tiny,dim=48,heads=4,kv_heads=2,head_dim=16,hidden=80,layers=3,vocab=77" + seed_suffix(rng);
   const LlamaModel f32(model::load_model(spec)), f16(model::load_model(spec, WeightFormat::f16));
   const LlamaModel bf16(model::load_model(spec, WeightFormat::bf16));
   const LlamaConfig& c = f32.config();
   // Matrix weights of one layer, counted from the config's definitions.
-  const double per_layer = double(c.q_dim() * c.dim + 2 * c.kv_dim() * c.dim + c.dim * c.q_dim() + 3 * c.hidden_dim * c.dim);
+  const double per_layer =
+      double(c.q_dim() * c.dim + 2 * c.kv_dim() * c.dim + c.dim * c.q_dim() + 3 * c.hidden_dim * c.dim);
   const double head = double(c.vocab_size * c.dim), norms = double(c.norm_parameters());
   for (const auto* m : {&f32, &f16, &bf16}) {
     const WeightFormat format = m->weights().layers[0].w2.format();
