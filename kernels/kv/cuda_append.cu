@@ -38,10 +38,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/primitives/softmax_warp.cuh"
 #include "kernels/kv/cuda_append.cuh"
 #include "kernels/kv/cuda_append.h"
 #include "kernels/kv/cuda_kv_cache.cuh"
+#include "kernels/primitives/softmax_warp.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 
@@ -125,11 +125,11 @@ void kv_write_slots_device(DeviceKvCache& cache, const float* k, const float* v,
   const auto write = [&]<class T>(T*) {
     cache.with_rows<T>(layer, [&](const auto& rows) {
       using Layout = std::decay_t<decltype(rows.layout)>;
-      check_cuda(simt::launch(kv_write_kernel<T, Layout>,
-                              dim3(unsigned(cache.shape().num_kv_heads), unsigned(num_tokens)), dim3(kAppendThreads), 0,
-                              nullptr, cache.slots<T, float, Layout>(layer), k, v, token_stride, slots,
-                              cache.slots_per_layer()),
-                 "kv_write_slots_device");
+      check_cuda(
+          simt::launch(kv_write_kernel<T, Layout>, dim3(unsigned(cache.shape().num_kv_heads), unsigned(num_tokens)),
+                       dim3(kAppendThreads), 0, nullptr, cache.slots<T, float, Layout>(layer), k, v, token_stride,
+                       slots, cache.slots_per_layer()),
+          "kv_write_slots_device");
     });
   };
   switch (cache.format().dtype) {
@@ -248,9 +248,9 @@ void int8_write_host(KvCache& cache, const Tensor<float>& k, const Tensor<float>
     const KvSlots<int8_t, S, Layout> target = device_cache.slots<int8_t, S, Layout>(layer);
     write_on_device(s, k, v, slots, "cuda/append_int8",
                     [&](dim3 grid, const float* k_device, const float* v_device, const int64_t* slots_device) {
-                      return simt::launch(int8_write_kernel<S, Layout>, grid, dim3(kAppendThreads), 0, nullptr,
-                                          target, k_device, v_device, slots_device, cache.slots_per_layer(),
-                                          status.data(), saturated.data());
+                      return simt::launch(int8_write_kernel<S, Layout>, grid, dim3(kAppendThreads), 0, nullptr, target,
+                                          k_device, v_device, slots_device, cache.slots_per_layer(), status.data(),
+                                          saturated.data());
                     });
   });
   std::vector<int> flags(items);
@@ -283,8 +283,8 @@ void int8_append_cuda(KvCache& cache, const Tensor<float>& k_new, const Tensor<f
   }
 }
 
-void kv_write_slots_cuda(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v,
-                         std::span<const int64_t> slots, int64_t layer) {
+void kv_write_slots_cuda(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
+                         int64_t layer) {
   require(layer >= 0 && layer < cache.shape().num_layers, "layer", layer,
           "must be in [0, num_layers = " + std::to_string(cache.shape().num_layers) + ")");
   cache.check_slots(k, v, slots);  // shapes, range, duplicates, finiteness: before anything is written

@@ -60,8 +60,7 @@ class DeviceKvCache {
     if (!element_ok || (format_.quantized() && format_.scale_bytes() != sizeof(S)) || layer < 0 ||
         layer >= shape_.num_layers || kPaged != paged())
       throw std::logic_error("DeviceKvCache::rows: the cache stores " + format_.name() + " with " +
-                             std::to_string(shape_.num_layers) + " layer(s), " +
-                             (paged() ? "paged" : "contiguous"));
+                             std::to_string(shape_.num_layers) + " layer(s), " + (paged() ? "paged" : "contiguous"));
     const size_t rows_per_layer = size_t(rows_per_layer_);
     KvRows<T, S, Layout> rows;
     rows.k = reinterpret_cast<const T*>(k_.data()) + size_t(layer) * rows_per_layer * size_t(shape_.head_dim);
@@ -94,8 +93,14 @@ class DeviceKvCache {
   template <class T, class S = float, class Layout = ContiguousLayout>
   KvSlots<T, S, Layout> slots(int64_t layer = 0) {
     const KvRows<T, S, Layout> r = rows<T, S, Layout>(layer);
-    return {const_cast<T*>(r.k),        const_cast<T*>(r.v), const_cast<S*>(r.k_scales), const_cast<S*>(r.v_scales),
-            r.lengths,                  r.layout,            r.head_dim,                 r.per_channel};
+    return {const_cast<T*>(r.k),
+            const_cast<T*>(r.v),
+            const_cast<S*>(r.k_scales),
+            const_cast<S*>(r.v_scales),
+            r.lengths,
+            r.layout,
+            r.head_dim,
+            r.per_channel};
   }
 
   const KvCacheShape& shape() const { return shape_; }
@@ -112,8 +117,8 @@ class DeviceKvCache {
     if (lengths.size() != lengths_.size() || block_table.size() != block_table_.size())
       throw std::invalid_argument("DeviceKvCache::set_tables: " + std::to_string(lengths.size()) + " lengths and " +
                                   std::to_string(block_table.size()) + " table entries for a cache of " +
-                                  std::to_string(lengths_.size()) + " rows and " +
-                                  std::to_string(block_table_.size()) + " entries");
+                                  std::to_string(lengths_.size()) + " rows and " + std::to_string(block_table_.size()) +
+                                  " entries");
     lengths_.upload(reinterpret_cast<const int*>(lengths.data()));
     if (block_table_.size() > 0) block_table_.upload(reinterpret_cast<const int*>(block_table.data()));
   }

@@ -151,8 +151,8 @@ void linear_device(cublasHandle_t handle, const float* x, int64_t rows, const fl
   const float one = 1.0f, zero = 0.0f;  // beta = 0: cuBLAS never reads y
   // Column-major yᵀ [out, rows] = w (stored as column-major [in, out]: op T) · xᵀ (stored as
   // column-major [in, rows]: op N). See the file comment.
-  check_cublas(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(out), int(rows), int(in), &one, w, int(in), x,
-                           int(in), &zero, y, int(out)),
+  check_cublas(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(out), int(rows), int(in), &one, w, int(in), x, int(in),
+                           &zero, y, int(out)),
                "cublasSgemm (linear)");
 }
 
@@ -160,9 +160,9 @@ void rms_norm_device(const float* x, const float* weight, float eps, int64_t row
   if (rows == 0 || dim == 0) return;
   require_int(rows, "rows");
   require_int(dim, "dim");
-  check_cuda(simt::launch(rms_norm_kernel, dim3(unsigned(rows)), dim3(kRowThreads), 0, nullptr, x, weight, eps,
-                          int(dim), y),
-             "rms_norm_kernel");
+  check_cuda(
+      simt::launch(rms_norm_kernel, dim3(unsigned(rows)), dim3(kRowThreads), 0, nullptr, x, weight, eps, int(dim), y),
+      "rms_norm_kernel");
 }
 
 void rope_device(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int64_t* positions,
@@ -214,7 +214,8 @@ void linear_cuda(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& 
 void rms_norm_cuda(const Tensor<float>& x, std::span<const float> weight, float eps, Tensor<float>& y) {
   check_rank(x, 2, "x");
   const int64_t rows = x.dim(0), dim = x.dim(1);
-  require(int64_t(weight.size()) == dim, "weight.size()", weight.size(), "must equal x.shape[1] = " + std::to_string(dim));
+  require(int64_t(weight.size()) == dim, "weight.size()", weight.size(),
+          "must equal x.shape[1] = " + std::to_string(dim));
   check_shape(y, x.shape(), "y");
   if (rows == 0 || dim == 0) return;
   const DeviceBuffer<float> x_device(x), weight_device(weight);

@@ -81,8 +81,8 @@ void prefill_host(const Tensor<float>& q, const std::vector<int64_t>& chunk_leng
 
 }  // namespace
 
-void prefill_with_cache_device(const float* q, const ChunkTokens& tokens, int64_t num_heads,
-                               const DeviceKvCache& cache, int64_t layer, float* out) {
+void prefill_with_cache_device(const float* q, const ChunkTokens& tokens, int64_t num_heads, const DeviceKvCache& cache,
+                               int64_t layer, float* out) {
   if (tokens.num_tokens == 0) return;
   require(tokens.num_tokens <= 65535, "tokens.num_tokens", tokens.num_tokens, "must be ≤ 65535 (grid.y)");
   if (cache.format().dtype == KvDtype::fp16) {

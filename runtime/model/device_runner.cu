@@ -72,12 +72,15 @@ T* room(DeviceBuffer<T>& buffer, size_t count) {
 template <class T>
 T* upload_into(DeviceBuffer<T>& buffer, const std::vector<T>& host) {
   T* device = room(buffer, host.size());
-  if (!host.empty()) check_cuda(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "plan upload");
+  if (!host.empty())
+    check_cuda(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "plan upload");
   return device;
 }
 
 // A poisoned host pool of the runner's geometry: what the device pool starts as.
-KvCache empty_pool(const KvCacheShape& shape, const KvPaging& paging) { return KvCache(shape, KvDtype::fp32, paging); }
+KvCache empty_pool(const KvCacheShape& shape, const KvPaging& paging) {
+  return KvCache(shape, KvDtype::fp32, paging);
+}
 
 class DeviceRunner final : public model::ModelRunner {
  public:
@@ -179,7 +182,7 @@ Tensor<float> DeviceRunner::run_checked(const StepPlan& plan) {
     const DeviceLayer& w = layers_[l];
     rms_norm_device(x, w.attention_norm.data(), c.norm_eps, T, dim, xn);
     linear(xn, T, w.wqkv, qkv);
-    rope_device(qkv, T, qkv_width, c.n_heads, d, positions_.data(), rope_.data(), c.rope_style);          // q
+    rope_device(qkv, T, qkv_width, c.n_heads, d, positions_.data(), rope_.data(), c.rope_style);             // q
     rope_device(qkv + q_dim, T, qkv_width, c.n_kv_heads, d, positions_.data(), rope_.data(), c.rope_style);  // k
     kv_write_slots_device(pool_, qkv + q_dim, qkv + q_dim + kv, qkv_width, slots_.data(), T, int64_t(l));
     copy_columns_device(qkv, qkv_width, 0, T, q_dim, q);

@@ -299,9 +299,13 @@ TEST(ModelBackends, KvWriteAndAttentionUseTheirLayer) {
 
 // ---- 2. the resident model runner (model_runner.h) ----
 
-model::LlamaModel tiny_model(uint64_t seed) {
-  return model::LlamaModel(model::random_llama(model::parse_random_spec("random:tiny,layers=2").config, seed));
+model::LlamaModel tiny_model(uint64_t seed, const std::string& spec = "random:tiny,layers=2") {
+  return model::LlamaModel(model::random_llama(model::parse_random_spec(spec).config, seed));
 }
+
+// The runner tests' models: llama2.c's shape (adjacent RoPE, head_dim = dim / heads), and one
+// with Hugging Face's half-split RoPE, θ = 1e5 and heads wider than dim / heads (q_dim 64 ≠ dim 32).
+const char* const kRunnerModels[] = {"random:tiny,layers=2", "random:tiny,layers=2,rope=half_split,theta=1e5,head_dim=16"};
 
 constexpr int64_t kBlockSize = 8;
 
@@ -354,44 +358,48 @@ std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
 TEST(ModelBackends, RunnerOfAMixedBatchMatchesTheCpuRunner) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
   testing::SeededRng rng;
-  const model::LlamaModel model = tiny_model(rng.seed());
-  const int64_t vocab = model.config().vocab_size, rows = 3, max_len = 40;
-  const Tables t(rows, max_len, rng.seed());
-  const KvPaging paging{kBlockSize, t.num_blocks};
-  const auto cpu = model::make_model_runner(model, Backend::cpu, rows, max_len, paging);
-  const auto device = model::make_model_runner(model, kTestBackend, rows, max_len, paging);
-  EXPECT_EQ(device->backend(), kTestBackend);
+  for (const char* spec : kRunnerModels) {
+    SCOPED_TRACE(spec);
+    const model::LlamaModel model = tiny_model(rng.seed(), spec);
+    const int64_t vocab = model.config().vocab_size, rows = 3, max_len = 40;
+    const Tables t(rows, max_len, rng.seed());
+    const KvPaging paging{kBlockSize, t.num_blocks};
+    const auto cpu = model::make_model_runner(model, Backend::cpu, rows, max_len, paging);
+    const auto device = model::make_model_runner(model, kTestBackend, rows, max_len, paging);
+    EXPECT_EQ(device->backend(), kTestBackend);
 
-  std::vector<model::StepPlan> plans(3);
-  add_chunk(plans[0], t, t.blocks[0], random_tokens(rng, 6, vocab), 0, true);
-  add_chunk(plans[0], t, t.blocks[1], random_tokens(rng, 3, vocab), 0, true);
-  for (const auto& table : t.blocks) plans[0].fresh_blocks.insert(plans[0].fresh_blocks.end(), table.begin(), table.end());
-  add_chunk(plans[1], t, t.blocks[0], random_tokens(rng, 5, vocab), 6, true);
-  add_chunk(plans[1], t, t.blocks[1], random_tokens(rng, 1, vocab), 3, true);
-  add_chunk(plans[1], t, t.blocks[2], random_tokens(rng, 2, vocab), 0, true);
-  // Step 3: sequence 0 (11 tokens) decodes; sequence 2 becomes a fork of sequence 0's first 6
-  // tokens (block 0 of sequence 0, copied into the spare block), then 2 tokens of its own.
-  const int32_t spare = t.spares.front();
-  std::vector<int32_t> fork{spare};
-  add_chunk(plans[2], t, t.blocks[0], random_tokens(rng, 1, vocab), 11, true);
-  add_chunk(plans[2], t, t.blocks[1], random_tokens(rng, 1, vocab), 4, true);
-  add_chunk(plans[2], t, fork, random_tokens(rng, 2, vocab), 6, true);
-  plans[2].block_copies.push_back({t.blocks[0].front(), spare});
+    std::vector<model::StepPlan> plans(3);
+    add_chunk(plans[0], t, t.blocks[0], random_tokens(rng, 6, vocab), 0, true);
+    add_chunk(plans[0], t, t.blocks[1], random_tokens(rng, 3, vocab), 0, true);
+    for (const auto& table : t.blocks)
+      plans[0].fresh_blocks.insert(plans[0].fresh_blocks.end(), table.begin(), table.end());
+    add_chunk(plans[1], t, t.blocks[0], random_tokens(rng, 5, vocab), 6, true);
+    add_chunk(plans[1], t, t.blocks[1], random_tokens(rng, 1, vocab), 3, true);
+    add_chunk(plans[1], t, t.blocks[2], random_tokens(rng, 2, vocab), 0, true);
+    // Step 3: sequence 0 (11 tokens) decodes; sequence 2 becomes a fork of sequence 0's first 6
+    // tokens (block 0 of sequence 0, copied into the spare block), then 2 tokens of its own.
+    const int32_t spare = t.spares.front();
+    std::vector<int32_t> fork{spare};
+    add_chunk(plans[2], t, t.blocks[0], random_tokens(rng, 1, vocab), 11, true);
+    add_chunk(plans[2], t, t.blocks[1], random_tokens(rng, 1, vocab), 4, true);
+    add_chunk(plans[2], t, fork, random_tokens(rng, 2, vocab), 6, true);
+    plans[2].block_copies.push_back({t.blocks[0].front(), spare});
 
-  for (size_t step = 0; step < plans.size(); ++step) {
-    const Tensor<float> expected = cpu->run(plans[step]);
-    const Tensor<float> got = device->run(plans[step]);
-    ASSERT_EQ(got.shape(), expected.shape());
-    const Comparison cmp = compare_to_oracle(got, convert<double>(expected), tolerance_for(Precision::fp32));
-    EXPECT_TRUE(cmp.ok) << "step " << step << " (" << plans[step].token_ids.size() << " tokens)\n" << cmp.report();
-    std::cout << "[ info     ] " << to_string(kTestBackend) << " vs cpu logits, step " << step << ": relative error "
-              << cmp.rel_frobenius << ", max abs error " << cmp.max_abs_error << " (max |logit| "
-              << cmp.max_abs_reference << ")\n";
+    for (size_t step = 0; step < plans.size(); ++step) {
+      const Tensor<float> expected = cpu->run(plans[step]);
+      const Tensor<float> got = device->run(plans[step]);
+      ASSERT_EQ(got.shape(), expected.shape());
+      const Comparison cmp = compare_to_oracle(got, convert<double>(expected), tolerance_for(Precision::fp32));
+      EXPECT_TRUE(cmp.ok) << "step " << step << " (" << plans[step].token_ids.size() << " tokens)\n" << cmp.report();
+      std::cout << "[ info     ] " << spec << ": " << to_string(kTestBackend) << " vs cpu logits, step " << step
+                << ": relative error " << cmp.rel_frobenius << ", max abs error " << cmp.max_abs_error
+                << " (max |logit| " << cmp.max_abs_reference << ")\n";
+    }
+    // A malformed plan is refused before the device runs anything (the pool is left as it was).
+    model::StepPlan bad = plans[2];
+    bad.slot_mapping[0] = bad.slot_mapping[1];
+    EXPECT_THROW((void)device->run(bad), std::invalid_argument);
   }
-  // A malformed plan is refused before the device runs anything (the pool is left as it was).
-  model::StepPlan bad = plans[2];
-  bad.slot_mapping[0] = bad.slot_mapping[1];
-  EXPECT_THROW((void)device->run(bad), std::invalid_argument);
 }
 
 #if defined(INFERLAB_TEST_BACKEND_SIM)
