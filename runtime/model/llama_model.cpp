@@ -109,14 +109,13 @@ KvCacheShape LlamaModel::kv_shape(int64_t batch, int64_t max_seq_len) const {
   return {batch, c.n_kv_heads, max_seq_len, c.head_dim(), c.n_layers};
 }
 
-void LlamaModel::check(const StepPlan& plan, const KvCache& cache) const {
+void LlamaModel::check(const StepPlan& plan, const KvCacheShape& s, const KvPaging& paging) const {
   const LlamaConfig& c = config();
-  const KvCacheShape& s = cache.shape();
   require(s.num_layers == c.n_layers && s.num_kv_heads == c.n_kv_heads && s.head_dim == c.head_dim(), "cache shape",
           to_string(s.shape()) + " × " + std::to_string(s.num_layers) + " layers",
           "must hold this model's " + std::to_string(c.n_layers) + " layers of " + std::to_string(c.n_kv_heads) +
               " KV heads × head_dim " + std::to_string(c.head_dim()));
-  check_step_plan(plan, cache);
+  check_step_plan(plan, s, paging);
   // The messages are built only for a bad entry (this runs every step).
   for (size_t i = 0; i < plan.token_ids.size(); ++i)
     if (plan.token_ids[i] < 0 || plan.token_ids[i] >= c.vocab_size)
@@ -153,7 +152,7 @@ std::vector<int64_t> apply_plan(const StepPlan& plan, KvCache& cache) {
 
 Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache, Backend backend) const {
   const LayerKernels& run = kernels_for(backend);
-  check(plan, cache);
+  check(plan, cache.shape(), cache.paging());
   const LlamaConfig& c = config();
   const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, q_dim = c.q_dim(), kv = c.kv_dim();
   const int64_t d = c.head_dim(), H = c.n_heads, G = c.n_kv_heads, qkv_width = q_dim + 2 * kv;

@@ -71,8 +71,16 @@ class LlamaModel {
   /// (they stay in cache at these sizes).
   Cost step_cost(const StepPlan& plan) const;
 
+  /// Checks @p plan for a KV cache of @p shape and @p paging (what forward() checks first, and a
+  /// device-resident runner before its step): the cache holds this model's layers, KV heads and
+  /// head_dim; check_step_plan(); every token id in the vocabulary; no context past the model's
+  /// max_seq_len. Throws std::invalid_argument naming the first bad field.
+  void check(const StepPlan& plan, const KvCacheShape& shape, const KvPaging& paging) const;
+
+  /// The RoPE (cos, sin) table, [max_seq_len][head_dim / 2][2] (rope_table()).
+  const std::vector<float>& rope_cos_sin() const { return rope_; }
+
  private:
-  void check(const StepPlan& plan, const KvCache& cache) const;
   LlamaWeights weights_;
   std::vector<float> rope_;  // [max_seq_len][head_dim / 2][cos, sin]
 };

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/args.h"
+#include "common/backend.h"
 #include "common/check.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/metrics.h"
@@ -38,6 +39,9 @@ const char* kGenerateUsage = R"(usage: inferlab generate --model M (--prompt-ids
   --policy continuous|static   --block-size N (16)   --num-blocks N (256)   --max-seqs N (16)
   --budget N (max tokens per step, 256)   --chunk N (256)   --no-chunking   --no-prefix-caching
   --max-seq-len N (the model's)   --simulated-clock
+  --backend cpu|sim|cuda  where the model runs (default cpu); sim and cuda keep the weights and the KV
+                          pool on the device (a single prompt then runs through the engine)
+  --weights f32|f16|bf16  the format the model's matrices are rounded to on load (default f32)
 )";
 
 int64_t integer(const Args& args, const std::string& name, int64_t fallback) {
@@ -82,6 +86,7 @@ engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m)
   c.max_seq_len = integer(args, "max-seq-len", m.config().max_seq_len);
   if (!c.chunked_prefill && !args.has("budget")) c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_seq_len);
   c.clock = args.has("simulated-clock") ? engine::ClockMode::simulated : engine::ClockMode::real;
+  c.backend = parse_backend(args.get_or("backend", "cpu"));
   return c;
 }
 
@@ -134,12 +139,16 @@ int generate(const std::vector<std::string>& argv) {
   }
   args.check_known({"model", "prompt-ids", "max-new-tokens", "greedy", "temperature", "top-p", "seed", "stop-ids",
                     "ids", "trace", "out", "policy", "block-size", "num-blocks", "max-seqs", "budget", "chunk",
-                    "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "engine"});
-  const model::LlamaModel m(model::load_model(args.required("model")));
+                    "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "engine", "backend",
+                    "weights"});
+  const model::LlamaModel m(
+      model::load_model(args.required("model"), parse_weight_format(args.get_or("weights", "f32"))));
   if (args.has("trace")) return replay(args, m);
 
   const engine::Request r = prompt_request(args, m);
-  const engine::RequestOutput out = args.has("engine")
+  // generate_alone() is the cpu reference; any other backend runs through the engine's runner.
+  const bool through_engine = args.has("engine") || parse_backend(args.get_or("backend", "cpu")) != Backend::cpu;
+  const engine::RequestOutput out = through_engine
                                         ? engine::serve("prompt", m, engine_config(args, m), std::span(&r, 1)).outputs.at(0)
                                         : engine::generate_alone(m, r);
   if (!args.has("ids")) std::cout << "model: " << m.config().describe() << "\n" << "generated " << out.tokens.size()
