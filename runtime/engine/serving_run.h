@@ -20,7 +20,7 @@
 namespace inferlab::engine {
 
 /// When serve() writes a progress line, `    <name>: step N, D/T done, R running, W waiting`:
-/// after a step that comes @ref every_steps steps or @ref every_seconds wall seconds after the
+/// after a step that comes `every_steps` steps or `every_seconds` wall seconds after the
 /// previous line (or the start), whichever is reached first.
 struct ServingProgress {
   std::ostream* out = nullptr;  ///< where the lines go; null: no lines
