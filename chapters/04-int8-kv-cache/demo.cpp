@@ -14,6 +14,7 @@
 #include "chapters/tour.h"
 #include "common/compare.h"
 #include "common/rng.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 
 namespace inferlab {

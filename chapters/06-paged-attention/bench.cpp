@@ -48,6 +48,7 @@
 #include "chapters/bench_calls.h"
 #include "common/config.h"
 #include "common/huge_pages.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/registry.h"
 #include "runtime/analysis/inference_cost.h"

@@ -13,6 +13,7 @@
 #include "chapters/tour.h"
 #include "common/compare.h"
 #include "common/rng.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 #include "runtime/analysis/inference_cost.h"
 #include "runtime/analysis/kv_capacity.h"

@@ -19,6 +19,7 @@
 #include "common/check.h"
 #include "kernels/attention/cuda_prefill.cuh"
 #include "kernels/timing/cuda_timing.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/primitives/cublas_handle.cuh"
 #include "kernels/decode/cuda_decode.cuh"
 #include "kernels/fused/cuda_fused.cuh"

@@ -20,6 +20,7 @@
 #include "common/tolerance.h"
 #include "kernels/decode/cuda_decode.h"
 #include "kernels/kv/fp8_e4m3.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 #include "tests/support/fp8_check.h"
 #include "tests/support/schedules.h"

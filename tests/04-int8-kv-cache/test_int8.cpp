@@ -9,6 +9,7 @@
 
 #include "kernels/decode/cuda_decode.h"
 #include "kernels/kv/cuda_append.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 #include "kernels/timing/cuda_timing.h"
 #include "tests/support/int8_check.h"

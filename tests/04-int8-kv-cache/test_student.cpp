@@ -25,6 +25,7 @@
 #include "04-int8-kv-cache/ch04.h"
 #include "common/tolerance.h"
 #include "kernels/kv/kv_cache.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/kv/quantize.h"
 #include "kernels/registry.h"
 #include "tests/support/expect_all.h"

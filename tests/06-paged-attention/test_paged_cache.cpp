@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "kernels/kv/cuda_append.h"
 #include "kernels/kv/kv_cache.h"
+#include "kernels/kv/kv_factories.h"
 #include "tests/support/decode_check.h"
 #include "tests/support/seeded.h"
 #include "tests/support/test_backend.h"

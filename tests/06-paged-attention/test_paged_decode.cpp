@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/compare.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 #include "tests/support/decode_check.h"
 #include "tests/support/seeded.h"

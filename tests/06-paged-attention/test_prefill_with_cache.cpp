@@ -15,6 +15,7 @@
 #include "common/compare.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 #include "tests/support/seeded.h"
 #include "tests/support/test_backend.h"

@@ -48,6 +48,7 @@
 #include "common/tolerance.h"
 #include "kernels/decode/decode.h"
 #include "kernels/kv/kv_cache.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 #include "tests/support/decode_check.h"
 #include "tests/support/expect_all.h"

@@ -25,6 +25,7 @@
 
 #include "common/compare.h"
 #include "kernels/kv/kv_cache.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/paged/prefill_with_cache.h"
 #include "tests/support/seeded.h"
 

@@ -27,6 +27,7 @@
 
 #include "common/tolerance.h"
 #include "kernels/kv/kv_cache.h"
+#include "kernels/kv/kv_factories.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"

@@ -15,6 +15,7 @@
 #include "common/npy.h"
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
+#include "kernels/kv/kv_factories.h"
 #include "tests/support/run_inferlab.h"
 #include "tests/support/seeded.h"
 

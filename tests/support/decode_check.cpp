@@ -10,6 +10,7 @@
 #include "common/compare.h"
 #include "common/half.h"
 #include "kernels/attention/attention.h"
+#include "kernels/kv/kv_factories.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
 

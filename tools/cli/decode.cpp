@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/npy.h"
+#include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
