@@ -59,6 +59,25 @@ TEST_F(Cli, AttentionOnNpyFilesMatchesTheOracleOnEveryBackendItNames) {
   }
 }
 
+// `inferlab attention --backend sim` with no --version runs the sim default, chapter 02's first
+// CUDA kernel (it once asked for cpu/naive on sim and failed), as `decode` does.
+TEST_F(Cli, AttentionOnSimWithoutAVersionRunsTheCudaKernel) {
+  testing::SeededRng rng;
+  const Tensor<float> q = rng.normal_tensor({4, 11, 16});
+  const Tensor<float> k = rng.normal_tensor({2, 11, 16});
+  const Tensor<float> v = rng.normal_tensor({2, 11, 16});
+  write_npy(path("q.npy"), q);
+  write_npy(path("k.npy"), k);
+  write_npy(path("v.npy"), v);
+  const Result r = run("attention --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+                       " --causal --backend sim --out " + path("o.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cuda/naive (sim)"), std::string::npos) << r.output;
+  const Comparison c =
+      compare_to_oracle(read_npy_float(path("o.npy")), attention_reference(q, k, v, true), tolerance_for(Precision::fp32));
+  EXPECT_TRUE(c.ok) << c.report();
+}
+
 TEST_F(Cli, BadInputGivesAClearMessage) {
   testing::SeededRng rng;
   write_npy(path("q.npy"), rng.normal_tensor({4, 5, 16}));

@@ -46,7 +46,8 @@ const char* kAttentionUsage =
   Prefill attention of a registered version on .npy data: Q [heads, L, d]; K, V [kv_heads, L, d]
   (fp32 or fp16 files); writes O [heads, L, d] as fp32.
   --causal                mask future keys
-  --version NAME          an implementation (default cpu/naive; `inferlab versions` lists them)
+  --version NAME          an implementation (default: cpu/naive on cpu, cuda/naive on sim and cuda;
+                          `inferlab versions` lists them)
   --backend B             cpu (default), sim (the CUDA emulator) or cuda
 )";
 
@@ -55,6 +56,12 @@ const char* kVersionsUsage = R"(usage: inferlab versions
   Every registered implementation (prefill, decode, KV append, prefill-with-cache): its name,
   backend, chapter, precision and whether it can run here.
 )";
+
+// The version `attention` runs without --version: the plain loops on cpu, chapter 02's first
+// CUDA kernel on sim and cuda (as `decode` picks its backend's default).
+const char* default_attention_version(Backend backend) {
+  return backend == Backend::cpu ? "cpu/naive" : "cuda/naive";
+}
 
 // Prints @p usage and returns true when --help / -h was given.
 bool answered_help(const Args& args, const char* usage) {
@@ -140,7 +147,7 @@ int attention(const std::vector<std::string>& argv) {
   const bool causal = args.has("causal");
   const Backend backend = parse_backend(args.get_or("backend", "cpu"));
   require_available(backend);
-  const AttentionVersion& version = find_attention_version(args.get_or("version", "cpu/naive"), backend);
+  const AttentionVersion& version = find_attention_version(args.get_or("version", default_attention_version(backend)), backend);
   const AttentionShape shape = attention_shape(q, k, v, causal);
   Tensor<float> out({shape.num_heads, shape.seq_len, shape.head_dim});
   version.run(q, k, v, causal, out);
