@@ -94,10 +94,10 @@ KvCache to_paged(const KvCache& cache, int64_t block_size, uint64_t seed, BlockO
           std::memcpy(paged.k_bytes().data() + to * row_bytes, cache.k_bytes().data() + from * row_bytes, row_bytes);
           std::memcpy(paged.v_bytes().data() + to * row_bytes, cache.v_bytes().data() + from * row_bytes, row_bytes);
           if (scale_bytes > 0) {
-            std::memcpy(paged.k_scale_bytes().data() + to * scale_bytes, cache.k_scale_bytes().data() + from * scale_bytes,
-                        scale_bytes);
-            std::memcpy(paged.v_scale_bytes().data() + to * scale_bytes, cache.v_scale_bytes().data() + from * scale_bytes,
-                        scale_bytes);
+            std::memcpy(paged.k_scale_bytes().data() + to * scale_bytes,
+                        cache.k_scale_bytes().data() + from * scale_bytes, scale_bytes);
+            std::memcpy(paged.v_scale_bytes().data() + to * scale_bytes,
+                        cache.v_scale_bytes().data() + from * scale_bytes, scale_bytes);
           }
         }
   std::vector<int64_t> lengths(cache.lengths().begin(), cache.lengths().end());

@@ -15,14 +15,14 @@ ServingRun serve(const std::string& name, const model::LlamaModel& model, const 
     const int64_t step = running.stats().steps;
     const auto now = std::chrono::steady_clock::now();
     const bool by_steps = progress.every_steps > 0 && step - last_step >= progress.every_steps;
-    const bool by_time = progress.every_seconds > 0 &&
-                         std::chrono::duration<double>(now - last_time).count() >= progress.every_seconds;
+    const bool by_time =
+        progress.every_seconds > 0 && std::chrono::duration<double>(now - last_time).count() >= progress.every_seconds;
     if (!by_steps && !by_time) return;
     last_step = step;
     last_time = now;
-    *progress.out << "    " << name << ": step " << step << ", " << running.outputs().size() << "/"
-                  << requests.size() << " done, " << running.num_running() << " running, " << running.num_waiting()
-                  << " waiting" << std::endl;
+    *progress.out << "    " << name << ": step " << step << ", " << running.outputs().size() << "/" << requests.size()
+                  << " done, " << running.num_running() << " running, " << running.num_waiting() << " waiting"
+                  << std::endl;
   });
   ServingRun run;
   run.name = name;

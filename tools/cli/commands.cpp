@@ -147,7 +147,8 @@ int attention(const std::vector<std::string>& argv) {
   const bool causal = args.has("causal");
   const Backend backend = parse_backend(args.get_or("backend", "cpu"));
   require_available(backend);
-  const AttentionVersion& version = find_attention_version(args.get_or("version", default_attention_version(backend)), backend);
+  const AttentionVersion& version =
+      find_attention_version(args.get_or("version", default_attention_version(backend)), backend);
   const AttentionShape shape = attention_shape(q, k, v, causal);
   Tensor<float> out({shape.num_heads, shape.seq_len, shape.head_dim});
   version.run(q, k, v, causal, out);

@@ -2,8 +2,8 @@
 // (run alone, or through the engine), or a JSON-lines trace of requests replayed through the
 // serving engine with per-request metrics written as JSON.
 #include <fstream>
-#include <span>
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
