@@ -18,7 +18,8 @@
 // flight per key. Decode is bandwidth-bound, and bandwidth needs bytes in flight: G is chosen
 // so that C ≥ 4 where n allows (2 KiB per warp per step instead of 512 bytes with C = 1). For
 // head_dim 64 / 80 / 96 / 128: fp32 G×C = 4×4, 4×5, 4×6, 8×4; fp16 2×4, 2×5, 2×6, 4×4 — every
-// lane busy, no row padding. Odd n (head_dim 36: 9 float4) masks a few vector slots.
+// lane busy, no row padding. Odd n (head_dim 36: 9 float4) masks a few vector slots. W = 1 (an
+// odd head_dim) is compiled for C = 16 only, G the fewest lanes that reach (cuda_decode.cuh).
 //
 //   pass 1  (K)   each key group: dot(q, k_j) over its lanes' vectors, then a butterfly of
 //                 __shfl_xor_sync inside the group (offsets < G) → scores[j] in shared memory;

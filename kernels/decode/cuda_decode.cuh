@@ -283,6 +283,18 @@ inline RowSplit split_row(int n) {
   return {G, C};
 }
 
+// The scalar path (head_dim not a whole number of vectors: an odd size, off the 16-byte loads)
+// is compiled for one register tile only: each lane holds up to 16 elements of a row, masked
+// past head_dim, with the fewest lanes per key that reach — G the smallest power of two with
+// ⌈head_dim / G⌉ ≤ 16. One kernel per Rows type instead of one per C: no shape a benchmark
+// times takes this path, and its tile only sets how many loads a lane has in flight.
+constexpr int kScalarVectorsPerLane = 16;
+inline int scalar_lanes_per_key(int head_dim) {
+  int G = 1;
+  while (G < 32 && ceil_div(head_dim, G) > kScalarVectorsPerLane) G *= 2;
+  return G;
+}
+
 template <class Rows, int W, int C>
 cudaError_t launch_decode_rows_wc(const Rows& rows, const float* q, float* out, const DecodeShape& s, int max_length,
                                   int lanes_per_key, size_t shared_bytes, cudaStream_t stream) {
@@ -347,10 +359,11 @@ void launch_decode_rows(const Rows& rows, const float* q, float* out, const Deco
               std::to_string(shared_limit / 1024) +
               " KiB a block may use here: split the keys over blocks (chapter 05's split-KV decode)");
   const bool vectorised = d % kVectorWidth == 0;
-  const RowSplit split = split_row(vectorised ? d / kVectorWidth : d);
   const cudaError_t status =
-      vectorised ? launch_decode_rows_w<Rows, kVectorWidth>(rows, q, out, s, max_length, split, shared_bytes, stream)
-                 : launch_decode_rows_w<Rows, 1>(rows, q, out, s, max_length, split, shared_bytes, stream);
+      vectorised ? launch_decode_rows_w<Rows, kVectorWidth>(rows, q, out, s, max_length, split_row(d / kVectorWidth),
+                                                            shared_bytes, stream)
+                 : launch_decode_rows_wc<Rows, 1, kScalarVectorsPerLane>(rows, q, out, s, max_length,
+                                                                         scalar_lanes_per_key(d), shared_bytes, stream);
   check_cuda(status, name);
 }
 
