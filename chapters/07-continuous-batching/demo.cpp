@@ -23,7 +23,7 @@ namespace {
 // models/stories260K.bin in the working directory or the source tree this binary was built from;
 // "" when missing.
 std::string stories_path() {
-  for (const std::string path : {std::string("models/stories260K.bin"),
+  for (const std::string& path : {std::string("models/stories260K.bin"),
                                  std::string(INFERLAB_SOURCE_DIR) + "/models/stories260K.bin"})
     if (std::filesystem::exists(path)) return path;
   return "";

@@ -7,10 +7,11 @@
 //   att = prefill_with_cache(q, chunks, cache)     [T, q_dim]  (decode = chunks of 1)
 //   x  += att · woᵀ
 //   x  += swiglu(rms_norm(x) · w13ᵀ) · w2ᵀ
-// then the final norm and the output head on the logit tokens only. The forward is written once;
-// the backend chooses the table of layer functions it calls (LayerKernels below). Each linear
-// layer reads its Weight in the format it is stored in (fp32, fp16, bf16): the bytes a step reads
-// are the weights' real bytes (step_cost()).
+// then the final norm and the output head on the logit tokens only — the CPU's batch-invariant
+// layers (kernels/layers/layers.h) and cpu/prefill_with_cache. Each linear layer reads its Weight
+// in the format it is stored in (fp32, fp16, bf16): the bytes a step reads are the weights' real
+// bytes (step_cost()). The sim and cuda backends run the same steps on the device, resident:
+// model_runner.h, device_runner.cu.
 #include "runtime/model/llama_model.h"
 
 #include <algorithm>
@@ -22,78 +23,10 @@
 
 #include "common/check.h"
 #include "common/config.h"
-#include "kernels/kv/cuda_append.h"
-#include "kernels/layers/cuda_layers.h"
 #include "kernels/layers/layers.h"
-#include "kernels/paged/cuda_prefill_with_cache.h"
 #include "kernels/paged/prefill_with_cache.h"
 
 namespace inferlab::model {
-
-namespace {
-
-// The layer functions of one backend, with the CPU functions' signatures (layers.h,
-// KvCache::store_slots, prefill_with_cache_cpu with a layer): forward() calls these and nothing
-// else, so the cpu, sim and cuda forwards are one piece of code.
-struct LayerKernels {
-  void (*rms_norm)(const Tensor<float>& x, std::span<const float> weight, float eps, Tensor<float>& y);
-  void (*linear)(const Tensor<float>& x, const Weight& w, Tensor<float>& y);
-  void (*rope)(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
-               std::span<const int64_t> positions, std::span<const float> cos_sin, RopeStyle style);
-  void (*swiglu)(const Tensor<float>& gate_up, Tensor<float>& out);
-  void (*store_kv)(KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
-                   int64_t layer);
-  void (*attention)(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
-                    int64_t layer, Tensor<float>& out);
-};
-
-constexpr LayerKernels kCpuKernels{
-    rms_norm_cpu,
-    linear_cpu,  // the Weight overload (chosen by the pointer's type)
-    rope_cpu,
-    swiglu_cpu,
-    [](KvCache& cache, const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots, int64_t layer) {
-      cache.store_slots(k, v, slots, layer);
-    },
-    prefill_with_cache_cpu};  // the overload with a layer (chosen by the pointer's type)
-
-// The device rows keep their fp32 entry points: a 16-bit weight is widened on the host first, and
-// RoPE has the adjacent style only (a half_split model is refused, naming its style).
-#define INFERLAB_DEVICE_LAYER_KERNELS(NS)                                                                          \
-  LayerKernels {                                                                                                   \
-    NS::rms_norm_cuda,                                                                                             \
-        [](const Tensor<float>& x, const Weight& w, Tensor<float>& y) {                                            \
-          if (w.format() == WeightFormat::f32) return NS::linear_cuda(x, w.f32(), y);                              \
-          NS::linear_cuda(x, w.to_f32(), y);                                                                       \
-        },                                                                                                         \
-        [](float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,                            \
-           std::span<const int64_t> positions, std::span<const float> cos_sin, RopeStyle style) {                  \
-          if (style != RopeStyle::adjacent)                                                                        \
-            throw std::logic_error("LlamaModel::forward on " #NS ": RoPE style " + std::string(to_string(style)) + \
-                                   " has no device kernel (adjacent only); run it on cpu");                        \
-          NS::rope_cuda(x, rows, row_stride, heads, head_dim, positions, cos_sin);                                 \
-        },                                                                                                         \
-        NS::swiglu_cuda, NS::kv_write_slots_cuda, NS::prefill_with_cache_layer_cuda                                \
-  }
-
-constexpr LayerKernels kSimKernels = INFERLAB_DEVICE_LAYER_KERNELS(sim);
-
-#if INFERLAB_WITH_CUDA
-constexpr LayerKernels kCudaKernels = INFERLAB_DEVICE_LAYER_KERNELS(cuda);
-#endif
-
-const LayerKernels& kernels_for(Backend backend) {
-  if (backend == Backend::cpu) return kCpuKernels;
-  require_available(backend);  // cuda: compiled with nvcc and a GPU present
-  if (backend == Backend::sim) return kSimKernels;
-#if INFERLAB_WITH_CUDA
-  return kCudaKernels;
-#else
-  throw std::logic_error("LlamaModel::forward: cuda reported available in a build without nvcc");
-#endif
-}
-
-}  // namespace
 
 LlamaModel::LlamaModel(LlamaWeights weights) : weights_(std::move(weights)) {
   const LlamaConfig& c = weights_.config;
@@ -150,8 +83,7 @@ std::vector<int64_t> apply_plan(const StepPlan& plan, KvCache& cache) {
 
 }  // namespace
 
-Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache, Backend backend) const {
-  const LayerKernels& run = kernels_for(backend);
+Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
   check(plan, cache.shape(), cache.paging());
   const LlamaConfig& c = config();
   const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, q_dim = c.q_dim(), kv = c.kv_dim();
@@ -166,27 +98,27 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache, Backend 
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LlamaLayerWeights& w = weights_.layers[size_t(l)];
-    run.rms_norm(x, w.attention_norm, c.norm_eps, xn);
-    run.linear(xn, w.wqkv, qkv);
-    run.rope(qkv.data(), T, qkv_width, H, d, positions, rope_, c.rope_style);          // q
-    run.rope(qkv.data() + q_dim, T, qkv_width, G, d, positions, rope_, c.rope_style);  // k
+    rms_norm_cpu(x, w.attention_norm, c.norm_eps, xn);
+    linear_cpu(xn, w.wqkv, qkv);
+    rope_cpu(qkv.data(), T, qkv_width, H, d, positions, rope_, c.rope_style);          // q
+    rope_cpu(qkv.data() + q_dim, T, qkv_width, G, d, positions, rope_, c.rope_style);  // k
     for (int64_t t = 0; t < T; ++t) {
       const float* row = qkv.data() + t * qkv_width;
       std::copy_n(row, q_dim, q.data() + t * q_dim);
       std::copy_n(row + q_dim, kv, k.data() + t * kv);
       std::copy_n(row + q_dim + kv, kv, v.data() + t * kv);
     }
-    run.store_kv(cache, k, v, plan.slot_mapping, l);
+    cache.store_slots(k, v, plan.slot_mapping, l);
     att.reshape({T, H, d});
-    run.attention(q, chunk_lengths, cache, l, att);
+    prefill_with_cache_cpu(q, chunk_lengths, cache, l, att);
     att.reshape({T, q_dim});  // the heads side by side: the output projection's input rows
-    run.linear(att, w.wo, proj);
+    linear_cpu(att, w.wo, proj);
     for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
 
-    run.rms_norm(x, w.ffn_norm, c.norm_eps, xn);
-    run.linear(xn, w.w13, gate_up);
-    run.swiglu(gate_up, hidden);
-    run.linear(hidden, w.w2, proj);
+    rms_norm_cpu(x, w.ffn_norm, c.norm_eps, xn);
+    linear_cpu(xn, w.w13, gate_up);
+    swiglu_cpu(gate_up, hidden);
+    linear_cpu(hidden, w.w2, proj);
     for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
   }
 
@@ -194,8 +126,8 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache, Backend 
   Tensor<float> last({n, dim}), last_norm({n, dim}), logits({n, c.vocab_size});
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(x.data() + plan.logits_indices[size_t(i)] * dim, dim, last.data() + i * dim);
-  run.rms_norm(last, weights_.final_norm, c.norm_eps, last_norm);
-  run.linear(last_norm, weights_.output_head(), logits);
+  rms_norm_cpu(last, weights_.final_norm, c.norm_eps, last_norm);
+  linear_cpu(last_norm, weights_.output_head(), logits);
   return logits;
 }
 

@@ -1,11 +1,12 @@
 #pragma once
 /// @file llama_model.h
-/// A Llama-architecture forward over a *flattened token batch* (chapter 07) — the model runner
-/// of the engine: one call runs one StepPlan (step_plan.h), a mixed batch in which some
-/// sequences bring a prompt chunk and others one decode token, as vLLM runs it. Every layer but attention treats the
-/// batch as rows of tokens (kernels/layers); attention is chapter 06's prefill-with-cache, whose chunks of length 1 are
-/// decode steps; the K and V of every layer live in one KvCache — paged (chapter 06's pool, the engine's) or contiguous
-/// (the single-request reference). A token's result is bit-identical whatever else is in the batch and however its
+/// A Llama-architecture forward over a *flattened token batch* (chapter 07) — what the engine's
+/// cpu model runner (model_runner.h) calls: one call runs one StepPlan (step_plan.h), a mixed
+/// batch in which some sequences bring a prompt chunk and others one decode token, as vLLM runs
+/// it. Every layer but attention treats the batch as rows of tokens (kernels/layers); attention
+/// is chapter 06's prefill-with-cache, whose chunks of length 1 are decode steps; the K and V of
+/// every layer live in one KvCache — paged (chapter 06's pool, the engine's) or contiguous (the
+/// single-request reference). A token's result is bit-identical whatever else is in the batch and however its
 /// sequence was cut into chunks: every kernel it goes through is batch-invariant (layers.h,
 /// cpu_prefill_with_cache.cpp).
 ///
@@ -17,7 +18,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/backend.h"
 #include "common/cost.h"
 #include "common/tensor.h"
 #include "kernels/kv/kv_cache.h"
@@ -49,18 +49,10 @@ class LlamaModel {
   /// a plan that is not well formed for @p cache (check_step_plan()), a token id outside the
   /// vocabulary, a context past the model's max_seq_len, a cache of another shape.
   ///
-  /// @p backend picks the layer functions, not the structure (one forward for all): cpu runs
-  /// layers.h's batch-invariant CPU layers and cpu/prefill_with_cache; sim and cuda run their
-  /// CUDA twins — linear_cuda (cuBLAS), rms_norm_cuda, rope_cuda, swiglu_cuda
-  /// (kernels/layers/cuda_layers.h), kv_write_slots_cuda and prefill_with_cache_layer_cuda — each
-  /// with host tensors in and out (the residual adds and the q/k/v split stay on the host; a
-  /// 16-bit weight is widened to fp32 on the host before linear_cuda). The
-  /// device forward sums in other orders: its logits match the cpu's to fp32 rounding, not bit
-  /// for bit, and it is not batch-invariant (cuBLAS may choose its GEMM by the sizes). Throws
-  /// std::invalid_argument when @p backend is unavailable here (require_available) and
-  /// std::logic_error for a cache format the device kernels do not handle (fp32 and fp16 do) or a
-  /// RoPE style they do not (adjacent only: a half_split model runs on cpu).
-  Tensor<float> forward(const StepPlan& plan, KvCache& cache, Backend backend = Backend::cpu) const;
+  /// This is the CPU forward: layers.h's batch-invariant layers and cpu/prefill_with_cache, so a
+  /// token's logits are bit-identical whatever else is in the batch. The sim and cuda backends
+  /// run plans through the resident model runner instead (model_runner.h).
+  Tensor<float> forward(const StepPlan& plan, KvCache& cache) const;
 
   /// FLOPs and bytes of one forward over @p plan (without running it): every layer's weight
   /// matrices once in their stored bytes (Weight::bytes(): 4, 2 … bytes a weight) and the norms

@@ -56,10 +56,11 @@ TEST(PagedCache, ScatteredBlockOrderIsAPermutationWithNoBlockAfterItsPredecessor
     ASSERT_EQ(int64_t(order.size()), count);
     EXPECT_EQ(std::set<int32_t>(order.begin(), order.end()).size(), size_t(count)) << "not a permutation";
     for (int32_t id : order) EXPECT_TRUE(id >= 0 && id < count);
-    if (count >= 2)
+    if (count >= 2) {
       for (size_t i = 0; i + 1 < order.size(); ++i)
         EXPECT_NE(order[i + 1], order[i] + 1) << "count " << count << ": block " << order[i + 1] << " follows "
                                               << order[i] << " at logical position " << i;
+    }
   }
 }
 
@@ -80,7 +81,9 @@ TEST(PagedCache, ToPagedKeepsEveryValueForEveryFormat) {
       EXPECT_TRUE(std::isnan(paged.key(0, 1, 29, 0))) << "a row past the length must read as NaN";
       bool moved = false;  // with ≥ 2 blocks per sequence, some token must have left its contiguous row
       for (int64_t t = 0; t < 29; ++t) moved = moved || paged.row(0, 0, t) != contiguous.row(0, 0, t);
-      if (block_size <= 16) EXPECT_TRUE(moved) << "the copy is not scattered";
+      if (block_size <= 16) {
+        EXPECT_TRUE(moved) << "the copy is not scattered";
+      }
     }
 }
 

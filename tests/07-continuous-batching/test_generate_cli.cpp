@@ -22,7 +22,10 @@ testing::CommandResult run(const std::string& arguments) {
 
 std::string committed_ids() {
   std::string line;
-  for (const int32_t id : testing::committed_greedy_ids()) line += (line.empty() ? "" : " ") + std::to_string(id);
+  for (const int32_t id : testing::committed_greedy_ids()) {
+    if (!line.empty()) line += ' ';  // appended apart: GCC 12's -Wrestrict false positive (bug 105329) on " " + s
+    line += std::to_string(id);
+  }
   return line;
 }
 

@@ -33,6 +33,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/model/model_runner.h"
 #include "runtime/model/llama_weights.h"
 #include "tests/07-continuous-batching/engine_fixture.h"
 #include "tests/support/seeded.h"
@@ -176,8 +177,7 @@ class Float64Forward {
 };
 
 /// @p tokens as one chunk on a fresh contiguous cache (poisoned): the logits of every position.
-Tensor<float> logits_alone(const LlamaModel& model, const std::vector<int32_t>& tokens,
-                           Backend backend = Backend::cpu) {
+Tensor<float> logits_alone(const LlamaModel& model, const std::vector<int32_t>& tokens) {
   const int64_t T = int64_t(tokens.size());
   KvCache cache(model.kv_shape(1, T), KvDtype::fp32);
   std::vector<int64_t> slots;
@@ -185,7 +185,23 @@ Tensor<float> logits_alone(const LlamaModel& model, const std::vector<int32_t>& 
   StepPlan plan;
   plan.add_sequence(tokens, slots, T, {}, false);
   for (int64_t t = 0; t < T; ++t) plan.logits_indices.push_back(t);
-  return model.forward(plan, cache, backend);
+  return model.forward(plan, cache);
+}
+
+/// The same chunk through @p backend's model runner (model_runner.h): a paged pool of blocks of
+/// 4, in reverse order, every block fresh.
+Tensor<float> logits_on_runner(const LlamaModel& model, const std::vector<int32_t>& tokens, Backend backend) {
+  const int64_t T = int64_t(tokens.size()), block = 4, blocks = (T + block - 1) / block;
+  const auto runner = model::make_model_runner(model, backend, 1, T, {block, blocks});
+  std::vector<int32_t> table;
+  for (int64_t b = blocks - 1; b >= 0; --b) table.push_back(int32_t(b));
+  std::vector<int64_t> slots;
+  for (int64_t t = 0; t < T; ++t) slots.push_back(int64_t(table[size_t(t / block)]) * block + t % block);
+  StepPlan plan;
+  plan.add_sequence(tokens, slots, T, table, false);
+  plan.fresh_blocks = table;
+  for (int64_t t = 0; t < T; ++t) plan.logits_indices.push_back(t);
+  return runner->run(plan);
 }
 
 // The bound, per position: max |Δlogit| ≤ kLogitTolerance · max(1, max|logit|) — the fp32
@@ -533,20 +549,19 @@ TEST(TypedModel, HeadDimRopeAndThetaKeysAreParsedAndBadOnesNamed) {
   expect_invalid([&] { LlamaModel m(w); }, {"layers[0].wqkv.shape"});
 }
 
-TEST(TypedModel, TheDeviceForwardRefusesHalfSplitNamingItAndWidensSixteenBitWeights) {
+// The sim backend's resident runner (weights widened to fp32 once, at upload; RoPE in either
+// style on the device) against the float64 forward over the stored weights: a half_split model
+// with q_dim ≠ dim, and an fp16 one.
+TEST(TypedModel, TheSimRunnerRunsHalfSplitAndSixteenBitModels) {
   SeededRng rng;
   const std::string spec = "random:tiny,layers=2" + seed_suffix(rng);
-  const std::vector<int32_t> tokens = random_tokens(rng, 6, 64);
-  const LlamaModel half_split(model::load_model(spec + ",rope=half_split"));
-  try {
-    (void)logits_alone(half_split, tokens, Backend::sim);
-    ADD_FAILURE() << "the sim forward accepted a half_split model";
-  } catch (const std::logic_error& e) {
-    EXPECT_NE(std::string(e.what()).find("half_split"), std::string::npos) << e.what();
-  }
+  const std::vector<int32_t> tokens = random_tokens(rng, 11, 64);
+  const LlamaModel half_split(model::load_model(spec + ",rope=half_split,head_dim=16,theta=1e5"));
+  EXPECT_LE(worst_ratio(logits_on_runner(half_split, tokens, Backend::sim), Float64Forward(half_split.weights()).logits(tokens)),
+            kLogitTolerance);
   const LlamaModel f16(model::load_model(spec, WeightFormat::f16));
-  const Float64Forward oracle(f16.weights());
-  EXPECT_LE(worst_ratio(logits_alone(f16, tokens, Backend::sim), oracle.logits(tokens)), kLogitTolerance);
+  EXPECT_LE(worst_ratio(logits_on_runner(f16, tokens, Backend::sim), Float64Forward(f16.weights()).logits(tokens)),
+            kLogitTolerance);
 }
 
 }  // namespace
