@@ -19,21 +19,6 @@ namespace inferlab {
 
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr uint16_t kHalfNaN = 0x7E00;  // a quiet NaN in fp16
-
-template <class T>
-T load_as(const std::byte* p) {
-  T x;
-  std::memcpy(&x, p, sizeof(T));
-  return x;
-}
-
-template <class T>
-void store_as(std::byte* p, T x) {
-  std::memcpy(p, &x, sizeof(T));
-}
-
 [[noreturn]] void wrong_type(const char* accessor, const KvFormat& format) {
   throw std::logic_error(std::string("KvCache::") + accessor + ": the cache stores " + format.name());
 }
@@ -53,45 +38,84 @@ void check_cache_shape(const KvCacheShape& shape) {
 
 }  // namespace
 
-KvCache::KvCache(const KvCacheShape& shape, KvFormat format) : shape_(shape), format_(format) {
-  check_cache_shape(shape);
-  rows_per_layer_ = shape.rows();
-  allocate_storage();
+KvCache::KvCache(const KvCacheShape& shape, KvFormat format) : format_(format) {
+  set_sizes(shape, {});
+  owned_ = std::make_unique<KvStorage>(make_kv_storage(shape, format));
+  storage_ = owned_.get();
 }
 
-KvCache::KvCache(const KvCacheShape& shape, KvFormat format, KvPaging paging)
-    : shape_(shape), format_(format), paging_(paging) {
-  check_cache_shape(shape);
+KvCache::KvCache(const KvCacheShape& shape, KvFormat format, KvPaging paging) : format_(format) {
   require_positive("paging.block_size", paging.block_size);
   require_positive("paging.num_blocks", paging.num_blocks);
+  set_sizes(shape, paging);
+  owned_ = std::make_unique<KvStorage>(make_kv_storage(shape, format, paging));
+  storage_ = owned_.get();
+}
+
+KvCache::KvCache(KvStorage& storage, const KvCacheShape& shape, KvPaging paging) : format_(storage.format()) {
+  set_sizes(shape, paging);
+  require(storage.num_layers() == shape.num_layers && storage.rows_per_layer() == rows_per_layer_ &&
+              storage.head_dim() == shape.head_dim && storage.k_scales_per_layer() == (format_.quantized() ? k_scales_per_layer() : 0),
+          "storage", std::to_string(storage.num_layers()) + " layers of " + std::to_string(storage.rows_per_layer()) +
+                         " rows × head_dim " + std::to_string(storage.head_dim()),
+          "must be make_kv_storage()'s for this shape and paging (" + std::to_string(shape.num_layers) +
+              " layers of " + std::to_string(rows_per_layer_) + " rows × head_dim " + std::to_string(shape.head_dim) +
+              ")");
+  storage_ = &storage;
+}
+
+KvCache::KvCache(const KvCache& other)
+    : shape_(other.shape_),
+      format_(other.format_),
+      layout_(other.layout_),
+      paging_(other.paging_),
+      max_blocks_per_seq_(other.max_blocks_per_seq_),
+      rows_per_layer_(other.rows_per_layer_),
+      block_table_(other.block_table_),
+      lengths_(other.lengths_),
+      owned_(std::make_unique<KvStorage>(*other.storage_)),
+      storage_(owned_.get()) {}
+
+KvCache& KvCache::operator=(const KvCache& other) {
+  if (this != &other) *this = KvCache(other);
+  return *this;
+}
+
+KvCache::~KvCache() = default;
+
+// The sizes and the empty index (every length 0, every table entry unmapped) of a cache of
+// @p shape, paged when @p paging.block_size > 0.
+void KvCache::set_sizes(const KvCacheShape& shape, KvPaging paging) {
+  check_cache_shape(shape);
+  shape_ = shape;
+  paging_ = paging;
+  layout_ = {shape.num_kv_heads, shape.max_seq_len};
+  lengths_.assign(size_t(shape.batch), 0);
+  if (paging.block_size <= 0) {
+    paging_ = {};
+    rows_per_layer_ = shape.rows();
+    return;
+  }
+  require_positive("paging.num_blocks", paging.num_blocks);
   require(paging.num_blocks <= INT32_MAX, "paging.num_blocks", paging.num_blocks, "must fit in int32 (block ids)");
-  require(!format.per_channel(), "format", format.name(),
+  require(!format_.per_channel(), "format", format_.name(),
           "a paged cache shares blocks between sequences, so each row must carry its own K scale: use per-token "
           "INT8 scales");
   max_blocks_per_seq_ = ceil_div(shape.max_seq_len, paging.block_size);
   rows_per_layer_ = paging.num_blocks * shape.num_kv_heads * paging.block_size;
   block_table_.assign(size_t(shape.batch * max_blocks_per_seq_), -1);
-  allocate_storage();
 }
 
-void KvCache::allocate_storage() {
-  layout_ = {shape_.num_kv_heads, shape_.max_seq_len};
-  lengths_.assign(size_t(shape_.batch), 0);
-  const size_t rows = size_t(shape_.num_layers * rows_per_layer_);
-  const size_t element_bytes = rows * size_t(shape_.head_dim) * format_.element_bytes();
-  // Unused rows are poisoned: 0xFF bytes are NaN in fp32 and fp16 (and −1 in int8, whose NaN
-  // scales poison the row); FP8 rows hold the NaN code.
-  const std::byte fill = format_.dtype == KvDtype::fp8 ? std::byte{kFp8E4M3NaN} : std::byte{0xFF};
-  k_.assign(element_bytes, fill);
-  v_.assign(element_bytes, fill);
-  if (format_.quantized()) {
-    const size_t s = format_.scale_bytes();
-    const size_t k_scales = size_t(shape_.num_layers * k_scales_per_layer());
-    k_scales_.resize(k_scales * s);
-    v_scales_.resize(rows * s);
-    for (size_t i = 0; i < k_scales; ++i) poison_scale(k_scales_, int64_t(i));
-    for (size_t i = 0; i < rows; ++i) poison_scale(v_scales_, int64_t(i));
+KvStorage make_kv_storage(const KvCacheShape& shape, KvFormat format, KvPaging paging) {
+  check_cache_shape(shape);
+  const bool paged = paging.block_size > 0;
+  if (paged) {
+    require_positive("paging.num_blocks", paging.num_blocks);
+    require(!format.per_channel(), "format", format.name(), "per-channel K scales need a contiguous cache");
   }
+  const int64_t rows = paged ? paging.num_blocks * shape.num_kv_heads * paging.block_size : shape.rows();
+  const int64_t k_scales = format.per_channel() ? shape.batch * shape.num_kv_heads * shape.head_dim : rows;
+  return KvStorage(format, shape.num_layers, rows, shape.head_dim, k_scales);
 }
 
 const ContiguousLayout& KvCache::layout() const {
@@ -145,25 +169,17 @@ void KvCache::poison_block(int64_t block) {
   check_block(block, "block");
   const int64_t rows = shape_.num_kv_heads * paging_.block_size;
   for (int64_t layer = 0; layer < shape_.num_layers; ++layer)
-    for (int64_t r = 0; r < rows; ++r) poison_row(layer * rows_per_layer_ + block * rows + r);
+    storage_->poison_rows(layer * rows_per_layer_ + block * rows, rows);
 }
 
 void KvCache::copy_block(int64_t from, int64_t to) {
   check_block(from, "from");
   check_block(to, "to");
   if (from == to) return;
-  const size_t rows = size_t(shape_.num_kv_heads * paging_.block_size);
-  const size_t row_bytes = size_t(shape_.head_dim) * format_.element_bytes();
-  const size_t scale_bytes = format_.scale_bytes();
+  const int64_t rows = shape_.num_kv_heads * paging_.block_size;
   for (int64_t layer = 0; layer < shape_.num_layers; ++layer) {
-    const size_t first = size_t(layer * rows_per_layer_);
-    const size_t src = first + size_t(from) * rows, dst = first + size_t(to) * rows;
-    std::memcpy(k_.data() + dst * row_bytes, k_.data() + src * row_bytes, rows * row_bytes);
-    std::memcpy(v_.data() + dst * row_bytes, v_.data() + src * row_bytes, rows * row_bytes);
-    if (format_.quantized()) {  // per-token scales (a paged cache has no per-channel ones)
-      std::memcpy(k_scales_.data() + dst * scale_bytes, k_scales_.data() + src * scale_bytes, rows * scale_bytes);
-      std::memcpy(v_scales_.data() + dst * scale_bytes, v_scales_.data() + src * scale_bytes, rows * scale_bytes);
-    }
+    const int64_t first = layer * rows_per_layer_;
+    storage_->copy_rows(first + from * rows, first + to * rows, rows);
   }
 }
 
@@ -198,139 +214,32 @@ int64_t KvCache::max_length() const {
 
 // ---- scales and elements ----
 
-float KvCache::scale_at(const HugePageBuffer<std::byte>& scales, int64_t i) const {
-  if (format_.scale_bytes() == 2) return half_bits_to_float(load_as<uint16_t>(scales.data() + 2 * i));
-  return load_as<float>(scales.data() + 4 * i);
-}
-
-float KvCache::set_scale(HugePageBuffer<std::byte>& scales, int64_t i, float scale) {
-  if (format_.scale_bytes() == 2) {
-    const uint16_t bits = scale_to_fp16_up(scale);
-    store_as(scales.data() + 2 * i, bits);
-    return half_bits_to_float(bits);
-  }
-  store_as(scales.data() + 4 * i, scale);
-  return scale;
-}
-
-void KvCache::poison_scale(HugePageBuffer<std::byte>& scales, int64_t i) {
-  if (format_.scale_bytes() == 2) {
-    store_as(scales.data() + 2 * i, kHalfNaN);
-  } else {
-    store_as(scales.data() + 4 * i, kNaN);
-  }
-}
-
-float KvCache::element(const HugePageBuffer<std::byte>& from, int64_t index) const {
-  switch (format_.dtype) {
-    case KvDtype::fp32:
-      return load_as<float>(from.data() + 4 * index);
-    case KvDtype::fp16:
-      return half_bits_to_float(load_as<uint16_t>(from.data() + 2 * index));
-    case KvDtype::int8:
-      return float(static_cast<int8_t>(from[size_t(index)]));
-    case KvDtype::fp8:
-      return fp8_e4m3_to_float(static_cast<uint8_t>(from[size_t(index)]));
-  }
-  return kNaN;
-}
-
 float KvCache::key_scale(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer) const {
-  if (!format_.quantized()) return 0.0f;
-  return format_.per_channel() ? scale_at(k_scales_, channel_scale(layer, sequence, kv_head, c))
-                               : scale_at(k_scales_, global_row(layer, sequence, kv_head, token));
+  return storage().k_scale(format_.per_channel() ? channel_scale(layer, sequence, kv_head, c)
+                                                 : global_row(layer, sequence, kv_head, token));
 }
 
 float KvCache::value_scale(int64_t sequence, int64_t kv_head, int64_t token, int64_t layer) const {
-  if (!format_.quantized()) return 0.0f;
-  return scale_at(v_scales_, global_row(layer, sequence, kv_head, token));
+  return storage().v_scale(global_row(layer, sequence, kv_head, token));
 }
 
 float KvCache::key(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer) const {
-  const float x = element(k_, global_row(layer, sequence, kv_head, token) * shape_.head_dim + c);
-  return format_.quantized() ? key_scale(sequence, kv_head, token, c, layer) * x : x;
+  const int64_t row = global_row(layer, sequence, kv_head, token);
+  return storage().key(row, c, format_.per_channel() ? channel_scale(layer, sequence, kv_head, c) : row);
 }
 
 float KvCache::value(int64_t sequence, int64_t kv_head, int64_t token, int64_t c, int64_t layer) const {
-  const float x = element(v_, global_row(layer, sequence, kv_head, token) * shape_.head_dim + c);
-  return format_.quantized() ? value_scale(sequence, kv_head, token, layer) * x : x;
+  return storage().value(global_row(layer, sequence, kv_head, token), c);
 }
 
 // ---- writing ----
 
 void KvCache::store_token(int64_t layer, int64_t sequence, int64_t kv_head, int64_t row, const float* k_row,
                           const float* v_row) {
-  const int64_t d = shape_.head_dim;
-  switch (format_.dtype) {
-    case KvDtype::fp32:
-      std::memcpy(k_.data() + 4 * row * d, k_row, size_t(4 * d));
-      std::memcpy(v_.data() + 4 * row * d, v_row, size_t(4 * d));
-      return;
-    case KvDtype::fp16:
-      for (int64_t c = 0; c < d; ++c) {
-        store_as(k_.data() + 2 * (row * d + c), float_to_half_bits(k_row[c]));
-        store_as(v_.data() + 2 * (row * d + c), float_to_half_bits(v_row[c]));
-      }
-      return;
-    case KvDtype::fp8: {
-      auto* k = reinterpret_cast<uint8_t*>(k_.data()) + row * d;
-      auto* v = reinterpret_cast<uint8_t*>(v_.data()) + row * d;
-      set_scale(k_scales_, row, quantize_row_fp8({k_row, size_t(d)}, {k, size_t(d)}, saturated_));
-      set_scale(v_scales_, row, quantize_row_fp8({v_row, size_t(d)}, {v, size_t(d)}, saturated_));
-      return;
-    }
-    case KvDtype::int8:
-      break;
-  }
-  auto* k = reinterpret_cast<int8_t*>(k_.data()) + row * d;
-  auto* v = reinterpret_cast<int8_t*>(v_.data()) + row * d;
-  // Stores x with scale Δ, counting a value that has to be clamped: round(|x|/Δ) > 127, or
-  // x ≠ 0 with Δ = 0 (a per-channel scale calibrated on zeros).
-  const auto quantize = [this](float x, float scale) {
-    if (scale > 0.0f ? std::fabs(std::round(x / scale)) > 127.0f : x != 0.0f) ++saturated_;
-    return quantize_int8(x, scale);
-  };
-  float v_max = 0.0f;
-  for (int64_t c = 0; c < d; ++c) v_max = std::max(v_max, std::fabs(v_row[c]));
-  const float v_scale = set_scale(v_scales_, row, int8_scale(v_max));
-  for (int64_t c = 0; c < d; ++c) v[c] = quantize(v_row[c], v_scale);
-  if (!format_.per_channel()) {
-    float k_max = 0.0f;
-    for (int64_t c = 0; c < d; ++c) k_max = std::max(k_max, std::fabs(k_row[c]));
-    const float k_scale = set_scale(k_scales_, row, int8_scale(k_max));
-    for (int64_t c = 0; c < d; ++c) k[c] = quantize(k_row[c], k_scale);
-    return;
-  }
-  for (int64_t c = 0; c < d; ++c) {
-    const int64_t i = channel_scale(layer, sequence, kv_head, c);
-    float scale = scale_at(k_scales_, i);
-    if (std::isnan(scale)) scale = set_scale(k_scales_, i, int8_scale(std::fabs(k_row[c])));  // no prompt: this token calibrates
-    k[c] = quantize(k_row[c], scale);
-  }
+  storage_->store_row(row, k_row, v_row, format_.per_channel() ? channel_scale(layer, sequence, kv_head, 0) : -1);
 }
 
-void KvCache::poison_row(int64_t row) {
-  const int64_t d = shape_.head_dim;
-  switch (format_.dtype) {
-    case KvDtype::fp32:
-    case KvDtype::fp16: {
-      const size_t bytes = size_t(d) * format_.element_bytes();
-      std::memset(k_.data() + size_t(row) * bytes, 0xFF, bytes);
-      std::memset(v_.data() + size_t(row) * bytes, 0xFF, bytes);
-      return;
-    }
-    case KvDtype::fp8:
-      std::memset(k_.data() + row * d, kFp8E4M3NaN, size_t(d));
-      std::memset(v_.data() + row * d, kFp8E4M3NaN, size_t(d));
-      poison_scale(k_scales_, row);
-      poison_scale(v_scales_, row);
-      return;
-    case KvDtype::int8:  // the codes stay; NaN scales make the row decode to NaN
-      poison_scale(v_scales_, row);
-      if (!format_.per_channel()) poison_scale(k_scales_, row);
-      return;
-  }
-}
+void KvCache::poison_row(int64_t row) { storage_->poison_rows(row, 1); }
 
 // Poisons the rows of @p sequence past its length. Paged: only in the blocks mapped to it, and
 // safely — a block shared with another sequence is either full (prefix sharing) or ends at
@@ -379,9 +288,9 @@ void KvCache::prefill(int64_t sequence, const Tensor<float>& k, const Tensor<flo
         for (int64_t t = 0; t < L; ++t) max_abs = std::max(max_abs, std::fabs(k[(g * L + t) * d + c]));
         const int64_t i = channel_scale(layer, sequence, g, c);
         if (L > 0) {
-          set_scale(k_scales_, i, int8_scale(max_abs));
+          storage_->set_k_scale(i, int8_scale(max_abs));
         } else {
-          poison_scale(k_scales_, i);
+          storage_->poison_k_scales(i, 1);
         }
       }
     }
@@ -550,11 +459,12 @@ KvRows<T, S, Layout> KvCache::rows(int64_t layer) const {
   const size_t rows_per_layer = size_t(rows_per_layer_);
   const size_t element_offset = size_t(layer) * rows_per_layer * size_t(shape_.head_dim) * sizeof(T);
   KvRows<T, S, Layout> rows;
-  rows.k = reinterpret_cast<const T*>(k_.data() + element_offset);
-  rows.v = reinterpret_cast<const T*>(v_.data() + element_offset);
+  const KvStorage& s = storage();
+  rows.k = reinterpret_cast<const T*>(s.k_bytes().data() + element_offset);
+  rows.v = reinterpret_cast<const T*>(s.v_bytes().data() + element_offset);
   if (format_.quantized()) {
-    rows.k_scales = reinterpret_cast<const S*>(k_scales_.data()) + size_t(layer * k_scales_per_layer());
-    rows.v_scales = reinterpret_cast<const S*>(v_scales_.data()) + size_t(layer) * rows_per_layer;
+    rows.k_scales = reinterpret_cast<const S*>(s.k_scale_bytes().data()) + size_t(layer * k_scales_per_layer());
+    rows.v_scales = reinterpret_cast<const S*>(s.v_scale_bytes().data()) + size_t(layer) * rows_per_layer;
   }
   rows.lengths = lengths_.data();
   if constexpr (std::is_same_v<Layout, PagedLayout>) {
@@ -585,59 +495,67 @@ namespace {
 
 // @p buffer's bytes as a span of T, when @p ok (the format stores T there); else std::logic_error
 // naming @p accessor and the format.
-template <class T, class Buffer>
-std::span<T> view_as(Buffer& buffer, bool ok, const char* accessor, const KvFormat& format) {
+template <class T, class Bytes>
+std::span<T> view_as(Bytes bytes, bool ok, const char* accessor, const KvFormat& format) {
   if (!ok) wrong_type(accessor, format);
-  return {reinterpret_cast<T*>(buffer.data()), buffer.size() / sizeof(T)};
+  return {reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T)};
 }
 
 }  // namespace
 
 std::span<const float> KvCache::k_fp32() const {
-  return view_as<const float>(k_, dtype() == KvDtype::fp32, "k_fp32", format_);
+  return view_as<const float>(storage().k_bytes(), dtype() == KvDtype::fp32, "k_fp32", format_);
 }
 std::span<const float> KvCache::v_fp32() const {
-  return view_as<const float>(v_, dtype() == KvDtype::fp32, "v_fp32", format_);
+  return view_as<const float>(storage().v_bytes(), dtype() == KvDtype::fp32, "v_fp32", format_);
 }
 std::span<const uint16_t> KvCache::k_fp16() const {
-  return view_as<const uint16_t>(k_, dtype() == KvDtype::fp16, "k_fp16", format_);
+  return view_as<const uint16_t>(storage().k_bytes(), dtype() == KvDtype::fp16, "k_fp16", format_);
 }
 std::span<const uint16_t> KvCache::v_fp16() const {
-  return view_as<const uint16_t>(v_, dtype() == KvDtype::fp16, "v_fp16", format_);
+  return view_as<const uint16_t>(storage().v_bytes(), dtype() == KvDtype::fp16, "v_fp16", format_);
 }
-std::span<int8_t> KvCache::k_int8() { return view_as<int8_t>(k_, dtype() == KvDtype::int8, "k_int8", format_); }
-std::span<int8_t> KvCache::v_int8() { return view_as<int8_t>(v_, dtype() == KvDtype::int8, "v_int8", format_); }
+std::span<int8_t> KvCache::k_int8() {
+  return view_as<int8_t>(storage().k_bytes(), dtype() == KvDtype::int8, "k_int8", format_);
+}
+std::span<int8_t> KvCache::v_int8() {
+  return view_as<int8_t>(storage().v_bytes(), dtype() == KvDtype::int8, "v_int8", format_);
+}
 std::span<const int8_t> KvCache::k_int8() const {
-  return view_as<const int8_t>(k_, dtype() == KvDtype::int8, "k_int8", format_);
+  return view_as<const int8_t>(storage().k_bytes(), dtype() == KvDtype::int8, "k_int8", format_);
 }
 std::span<const int8_t> KvCache::v_int8() const {
-  return view_as<const int8_t>(v_, dtype() == KvDtype::int8, "v_int8", format_);
+  return view_as<const int8_t>(storage().v_bytes(), dtype() == KvDtype::int8, "v_int8", format_);
 }
 std::span<const uint8_t> KvCache::k_fp8() const {
-  return view_as<const uint8_t>(k_, dtype() == KvDtype::fp8, "k_fp8", format_);
+  return view_as<const uint8_t>(storage().k_bytes(), dtype() == KvDtype::fp8, "k_fp8", format_);
 }
 std::span<const uint8_t> KvCache::v_fp8() const {
-  return view_as<const uint8_t>(v_, dtype() == KvDtype::fp8, "v_fp8", format_);
+  return view_as<const uint8_t>(storage().v_bytes(), dtype() == KvDtype::fp8, "v_fp8", format_);
 }
-std::span<float> KvCache::k_scales() { return view_as<float>(k_scales_, format_.scale_bytes() == 4, "k_scales", format_); }
-std::span<float> KvCache::v_scales() { return view_as<float>(v_scales_, format_.scale_bytes() == 4, "v_scales", format_); }
+std::span<float> KvCache::k_scales() {
+  return view_as<float>(storage().k_scale_bytes(), format_.scale_bytes() == 4, "k_scales", format_);
+}
+std::span<float> KvCache::v_scales() {
+  return view_as<float>(storage().v_scale_bytes(), format_.scale_bytes() == 4, "v_scales", format_);
+}
 std::span<const float> KvCache::k_scales() const {
-  return view_as<const float>(k_scales_, format_.scale_bytes() == 4, "k_scales", format_);
+  return view_as<const float>(storage().k_scale_bytes(), format_.scale_bytes() == 4, "k_scales", format_);
 }
 std::span<const float> KvCache::v_scales() const {
-  return view_as<const float>(v_scales_, format_.scale_bytes() == 4, "v_scales", format_);
+  return view_as<const float>(storage().v_scale_bytes(), format_.scale_bytes() == 4, "v_scales", format_);
 }
 std::span<uint16_t> KvCache::k_scales_fp16() {
-  return view_as<uint16_t>(k_scales_, format_.scale_bytes() == 2, "k_scales_fp16", format_);
+  return view_as<uint16_t>(storage().k_scale_bytes(), format_.scale_bytes() == 2, "k_scales_fp16", format_);
 }
 std::span<uint16_t> KvCache::v_scales_fp16() {
-  return view_as<uint16_t>(v_scales_, format_.scale_bytes() == 2, "v_scales_fp16", format_);
+  return view_as<uint16_t>(storage().v_scale_bytes(), format_.scale_bytes() == 2, "v_scales_fp16", format_);
 }
 std::span<const uint16_t> KvCache::k_scales_fp16() const {
-  return view_as<const uint16_t>(k_scales_, format_.scale_bytes() == 2, "k_scales_fp16", format_);
+  return view_as<const uint16_t>(storage().k_scale_bytes(), format_.scale_bytes() == 2, "k_scales_fp16", format_);
 }
 std::span<const uint16_t> KvCache::v_scales_fp16() const {
-  return view_as<const uint16_t>(v_scales_, format_.scale_bytes() == 2, "v_scales_fp16", format_);
+  return view_as<const uint16_t>(storage().v_scale_bytes(), format_.scale_bytes() == 2, "v_scales_fp16", format_);
 }
 
 }  // namespace inferlab

@@ -1,6 +1,8 @@
 #pragma once
 /// @file kv_cache.h
-/// The KV cache, on the host — one class for every element format (kv_format.h: fp32, fp16,
+/// The KV cache, on the host: an index (the lengths and, paged, the block tables) over a
+/// KvStorage (kv_storage.h: the rows, the scales and their codec), which it owns or — a view,
+/// KvCache(storage, shape, paging) — borrows. One class for every element format (kv_format.h: fp32, fp16,
 /// INT8 with scales, FP8 E4M3 with scales), both layouts (kv_layout.h: contiguous, chapters
 /// 03–05; paged, chapter 06) and any number of layers sharing one set of lengths.
 ///
@@ -34,14 +36,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
 
-#include "common/huge_pages.h"
 #include "common/tensor.h"
 #include "kernels/kv/kv_format.h"
 #include "kernels/kv/kv_layout.h"
+#include "kernels/kv/kv_storage.h"
 
 namespace inferlab {
 
@@ -56,6 +59,27 @@ class KvCache {
   /// every block-table entry unmapped (−1), every row poisoned. Throws std::invalid_argument
   /// naming a size that is not positive, and for per-channel K scales.
   KvCache(const KvCacheShape& shape, KvFormat format, KvPaging paging);
+  /// An index over rows it does not own: @p storage (made by make_kv_storage() for @p shape and
+  /// @p paging; {0, 0} paging: contiguous) keeps its bytes, the new cache starts with every
+  /// length 0 and, paged, every block-table entry unmapped. What a model runner builds for one
+  /// step over its pool, from the step plan's tables and lengths: nothing is copied, and the
+  /// storage must outlive the cache. Throws std::invalid_argument when @p storage's sizes or
+  /// format do not match.
+  KvCache(KvStorage& storage, const KvCacheShape& shape, KvPaging paging);
+  /// A deep copy: the copy owns a copy of the rows (a view's copy too).
+  KvCache(const KvCache& other);
+  /// A deep copy (see the copy constructor).
+  KvCache& operator=(const KvCache& other);
+  /// Takes @p other's rows (owned or viewed) and index.
+  KvCache(KvCache&& other) noexcept = default;
+  /// Takes @p other's rows (owned or viewed) and index.
+  KvCache& operator=(KvCache&& other) noexcept = default;
+  ~KvCache();
+
+  /// The rows and scales (kv_storage.h), owned or viewed.
+  const KvStorage& storage() const { return *storage_; }
+  /// The rows and scales, writable.
+  KvStorage& storage() { return *storage_; }
 
   /// The sizes.
   const KvCacheShape& shape() const { return shape_; }
@@ -91,14 +115,14 @@ class KvCache {
   int64_t max_length() const;
   /// Values clamped while quantizing: INT8 per-channel K values outside the range their scales
   /// were calibrated on, groups whose fp16 scale hit the fp16 maximum, FP8 values past 448.
-  int64_t saturated_count() const { return saturated_; }
+  int64_t saturated_count() const { return storage_->saturated_count(); }
   /// Adds @p count to saturated_count() (a device append reports its clamps).
-  void add_saturated(int64_t count) { saturated_ += count; }
+  void add_saturated(int64_t count) { storage_->add_saturated(count); }
 
   /// Bytes of K (= of V) elements, all layers.
-  size_t bytes_per_tensor() const { return k_.size(); }
+  size_t bytes_per_tensor() const { return storage().k_bytes().size(); }
   /// Bytes of all scales (K's and V's, all layers); 0 for fp32/fp16.
-  size_t scale_bytes() const { return k_scales_.size() + v_scales_.size(); }
+  size_t scale_bytes() const { return storage().k_scale_bytes().size() + storage().v_scale_bytes().size(); }
   /// Bytes of everything: K, V and the scales.
   size_t bytes() const { return 2 * bytes_per_tensor() + scale_bytes(); }
 
@@ -232,24 +256,24 @@ class KvCache {
   std::span<const uint16_t> k_scales_fp16() const;  ///< see k_fp32()
   std::span<const uint16_t> v_scales_fp16() const;  ///< see k_fp32()
   /// K's raw bytes (bytes_per_tensor() of them), for uploads and device appends.
-  std::span<std::byte> k_bytes() { return {k_.data(), k_.size()}; }
+  std::span<std::byte> k_bytes() { return storage().k_bytes(); }
   /// V's raw bytes.
-  std::span<std::byte> v_bytes() { return {v_.data(), v_.size()}; }
+  std::span<std::byte> v_bytes() { return storage().v_bytes(); }
   /// K's raw bytes.
-  std::span<const std::byte> k_bytes() const { return {k_.data(), k_.size()}; }
+  std::span<const std::byte> k_bytes() const { return storage().k_bytes(); }
   /// V's raw bytes.
-  std::span<const std::byte> v_bytes() const { return {v_.data(), v_.size()}; }
+  std::span<const std::byte> v_bytes() const { return storage().v_bytes(); }
   /// K's scales as raw bytes (empty for fp32/fp16).
-  std::span<std::byte> k_scale_bytes() { return {k_scales_.data(), k_scales_.size()}; }
+  std::span<std::byte> k_scale_bytes() { return storage().k_scale_bytes(); }
   /// V's scales as raw bytes.
-  std::span<std::byte> v_scale_bytes() { return {v_scales_.data(), v_scales_.size()}; }
+  std::span<std::byte> v_scale_bytes() { return storage().v_scale_bytes(); }
   /// K's scales as raw bytes.
-  std::span<const std::byte> k_scale_bytes() const { return {k_scales_.data(), k_scales_.size()}; }
+  std::span<const std::byte> k_scale_bytes() const { return storage().k_scale_bytes(); }
   /// V's scales as raw bytes.
-  std::span<const std::byte> v_scale_bytes() const { return {v_scales_.data(), v_scales_.size()}; }
+  std::span<const std::byte> v_scale_bytes() const { return storage().v_scale_bytes(); }
 
  private:
-  void allocate_storage();
+  void set_sizes(const KvCacheShape& shape, KvPaging paging);
   void check_sequence(int64_t sequence) const;
   void check_block(int64_t block, const char* what) const;
   // Paged: throws unless tokens [0, tokens) of @p sequence sit in mapped blocks.
@@ -265,11 +289,6 @@ class KvCache {
   int64_t channel_scale(int64_t layer, int64_t sequence, int64_t kv_head, int64_t c) const {
     return (layer * shape_.batch * shape_.num_kv_heads + layout_.head(sequence, kv_head)) * shape_.head_dim + c;
   }
-  // One scale of K or V as a float / stored in the format's scale type (returns the value kept:
-  // fp16 scales are rounded up).
-  float scale_at(const HugePageBuffer<std::byte>& scales, int64_t i) const;
-  float set_scale(HugePageBuffer<std::byte>& scales, int64_t i, float scale);
-  void poison_scale(HugePageBuffer<std::byte>& scales, int64_t i);
   // Stores one token (k_row, v_row: head_dim floats) into global row @p row of (layer,
   // sequence, kv_head), quantizing with the format's rules.
   void store_token(int64_t layer, int64_t sequence, int64_t kv_head, int64_t row, const float* k_row,
@@ -277,7 +296,6 @@ class KvCache {
   void store_slots_unchecked(const Tensor<float>& k, const Tensor<float>& v, std::span<const int64_t> slots,
                              int64_t layer);
   void poison_row(int64_t row);
-  float element(const HugePageBuffer<std::byte>& from, int64_t index) const;
 
   KvCacheShape shape_;
   KvFormat format_;
@@ -287,9 +305,15 @@ class KvCache {
   int64_t rows_per_layer_ = 0;
   std::vector<int32_t> block_table_;  // paged: [batch][max_blocks_per_seq], −1 = unmapped
   std::vector<int32_t> lengths_;
-  int64_t saturated_ = 0;
-  HugePageBuffer<std::byte> k_, v_;              // elements, all layers
-  HugePageBuffer<std::byte> k_scales_, v_scales_;  // scales (quantized formats), all layers
+  std::unique_ptr<KvStorage> owned_;  // the rows, when the cache owns them (empty for a view)
+  KvStorage* storage_ = nullptr;      // the rows: owned_'s, or a view's
 };
+
+/// Storage (kv_storage.h) for a cache of @p shape in @p format: with @p paging ({block_size,
+/// num_blocks}) the pool's num_blocks · num_kv_heads · block_size rows a layer, without it
+/// (contiguous) batch · num_kv_heads · max_seq_len. What KvCache allocates for itself, and what a
+/// model runner keeps across steps while each step's block tables and lengths come from the
+/// step plan (a KvCache view over it). Throws std::invalid_argument naming a bad size.
+KvStorage make_kv_storage(const KvCacheShape& shape, KvFormat format, KvPaging paging = {});
 
 }  // namespace inferlab

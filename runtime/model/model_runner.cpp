@@ -13,16 +13,21 @@ namespace inferlab::model {
 
 namespace {
 
-// cpu: LlamaModel::forward (batch-invariant, bit-exact) over a host KV pool.
+// cpu: LlamaModel::forward (batch-invariant, bit-exact) over a host KV pool. The runner keeps
+// only the pool's rows across steps; each step's KvCache is a view over them whose block tables
+// and lengths the forward takes from the plan.
 class CpuRunner final : public ModelRunner {
  public:
   CpuRunner(const LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging)
-      : ModelRunner(model, shape, paging), cache_(shape, KvDtype::fp32, paging) {}
+      : ModelRunner(model, shape, paging), pool_(make_kv_storage(shape, KvFormat::fp32(), paging)) {}
   Backend backend() const override { return Backend::cpu; }
 
  private:
-  Tensor<float> run_checked(const StepPlan& plan) override { return model().forward(plan, cache_); }
-  KvCache cache_;
+  Tensor<float> run_checked(const StepPlan& plan) override {
+    KvCache step(pool_, kv_shape(), paging());
+    return model().forward(plan, step);
+  }
+  KvStorage pool_;
 };
 
 }  // namespace
