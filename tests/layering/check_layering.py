@@ -21,7 +21,10 @@ It also keeps one request's state in one place (the runtime's "one sequence, one
     (`std::map<int64_t, …>`, `std::unordered_map<int, …>`, …) and no token list member
     (`std::vector<int32_t> tokens…;`);
   - no runtime/paged/paged_kv.h (the copy of the manager's tables into the cache; the model
-    runner applies the step plan instead).
+    runner applies the step plan instead);
+  - the KV cache kept across steps is storage: no `KvCache` data member in runtime/ (a runner
+    keeps a KvStorage; each step's KvCache is a view whose tables and lengths come from the
+    plan), and kernels/kv/kv_storage.h names no block table or length.
 
     check_layering.py ROOT          check the tree at ROOT; exit 1 and list every violation
     check_layering.py --self-test   check that an upward include and each state rule is caught
@@ -99,6 +102,9 @@ SEQUENCE_DEFINITION = re.compile(r"\b(?:struct|class)[ \t]+Sequence\b[ \t]*(?:fi
 ID_KEYED_MAP = re.compile(r"std::(?:unordered_)?map<\s*(?:std::)?(?:int(?:8|16|32|64)_t|int|long|long long)\s*,")
 TOKEN_LIST = re.compile(r"std::vector<\s*(?:std::)?int32_t\s*>\s+tokens\w*\s*[;{=]")
 THE_SEQUENCE = "runtime/engine/sequence.h"
+KV_CACHE_MEMBER = re.compile(r"^[ \t]*(?:std::unique_ptr<\s*)?KvCache\s*>?\s+\w+_\s*[;{=(]", re.MULTILINE)
+THE_STORAGE = "kernels/kv/kv_storage.h"
+TABLE_OR_LENGTH = re.compile(r"\b(?:block_table|lengths?)\w*_\b")
 
 
 def source_files(root, top):
@@ -136,6 +142,15 @@ def state_violations(root):
                          f"a sequence's tokens live in {THE_SEQUENCE} only")
     if os.path.exists(os.path.join(root, "runtime", "paged", "paged_kv.h")):
         found.append("runtime/paged/paged_kv.h: exists again (the model runner applies the step plan to the cache)")
+    for path, text in source_files(root, "runtime"):
+        for m in KV_CACHE_MEMBER.finditer(text):
+            found.append(f"{path}:{line_of(text, m.start())}: keeps a KvCache ({m.group(0).strip()}…): the runtime "
+                         f"keeps KV storage, and a step's tables and lengths come from its plan")
+    storage = os.path.join(root, THE_STORAGE)
+    if os.path.exists(storage):
+        text = open(storage, encoding="utf-8").read()
+        for m in TABLE_OR_LENGTH.finditer(text):
+            found.append(f"{THE_STORAGE}:{line_of(text, m.start())}: holds {m.group(0)}: the storage has no index")
     return found
 
 
@@ -185,14 +200,18 @@ def state_self_test():
         write("runtime/paged/manager.h", "class BlockManager {\n  struct Sequence {\n    std::vector<int32_t> tokens;\n"
               "  };\n  std::map<int64_t, Sequence> sequences_;\n};\n")
         write("runtime/paged/paged_kv.h", "inline void apply_prompt() {}\n")
+        write("runtime/model/runner.h", "class Runner {\n  KvStorage pool_;\n  KvCache cache_;\n};\n")
+        write("kernels/kv/kv_storage.h", "class KvStorage {\n  std::vector<int32_t> block_table_;\n};\n")
         found = state_violations(root)
         expected = ["runtime/paged/manager.h:2: defines a Sequence", "runtime/paged/manager.h:5: a map keyed by an id",
-                    "runtime/paged/manager.h:3: a token list", "runtime/paged/paged_kv.h: exists again"]
+                    "runtime/paged/manager.h:3: a token list", "runtime/paged/paged_kv.h: exists again",
+                    "runtime/model/runner.h:3: keeps a KvCache", "kernels/kv/kv_storage.h:2: holds block_table_"]
         missing = [e for e in expected if not any(f.startswith(e) for f in found)]
         if missing or len(found) != len(expected):
             print("self-test: expected", expected, "got", found)
             return 1
-    print("self-test: a second Sequence, an id-keyed map or token list in runtime/paged, and paged_kv.h are reported")
+    print("self-test: a second Sequence, an id-keyed map or token list in runtime/paged, paged_kv.h, a KvCache kept "
+          "in runtime/ and an index in the storage are reported")
     return 0
 
 
@@ -210,7 +229,7 @@ def main():
         return 1
     layers, folders = read_orders(sys.argv[1])
     print("every include follows " + " → ".join(layers) + " and kernels/ " + " → ".join(folders) +
-          "; one Sequence state, none in runtime/paged")
+          "; one Sequence state, none in runtime/paged; the runtime keeps KV storage, not a cache")
     return 0
 
 
