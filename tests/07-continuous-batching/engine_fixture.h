@@ -1,15 +1,18 @@
 #pragma once
-// Shared by chapter 07's engine tests: random requests, running them through an Engine, and
-// comparing each request's tokens with the same request run alone on a contiguous cache.
+// Shared by chapter 07's engine and model tests: random requests and tokens, running them through
+// an Engine, comparing each request's tokens with the same request run alone on a contiguous cache,
+// one chunk's logits alone, and the error-message check.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/rng.h"
+#include "kernels/kv/kv_cache.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
 
@@ -139,4 +142,36 @@ inline void expect_same_tokens(const model::LlamaModel& model, const std::map<in
   }
 }
 
+/// Expects @p call to throw std::invalid_argument whose message contains every one of @p names.
+inline void expect_invalid(const std::function<void()>& call, const std::vector<std::string>& names) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted; expected std::invalid_argument naming " << names.front();
+  } catch (const std::invalid_argument& e) {
+    for (const std::string& name : names)
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << "expected '" << name << "' in: " << e.what();
+  }
+}
+
+/// @p count token ids drawn uniformly from [0, @p vocab).
+inline std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
+  std::vector<int32_t> tokens(static_cast<size_t>(count));
+  for (auto& t : tokens) t = int32_t(rng.integer(0, vocab - 1));
+  return tokens;
+}
+
+/// @p tokens as one chunk on a fresh contiguous cache of one sequence (poisoned): the cpu
+/// forward's logits of every position.
+inline Tensor<float> logits_alone(const model::LlamaModel& model, const std::vector<int32_t>& tokens) {
+  const int64_t T = int64_t(tokens.size());
+  KvCache cache(model.kv_shape(1, T), KvDtype::fp32);
+  std::vector<int64_t> slots;
+  for (int64_t t = 0; t < T; ++t) slots.push_back(cache.slot(0, t));
+  model::StepPlan plan;
+  plan.add_sequence(tokens, slots, T, {}, false);
+  for (int64_t t = 0; t < T; ++t) plan.logits_indices.push_back(t);
+  return model.forward(plan, cache);
+}
+
 }  // namespace inferlab::testing
+

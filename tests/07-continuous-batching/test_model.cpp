@@ -32,6 +32,7 @@
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
+#include "tests/07-continuous-batching/engine_fixture.h"
 #include "tests/07-continuous-batching/stories_data.h"
 #include "tests/support/llama_reference.h"
 #include "tests/support/seeded.h"
@@ -48,6 +49,9 @@ using model::LlamaWeights;
 using model::StepPlan;
 using testing::committed_greedy_ids;
 using testing::LlamaReference;
+using testing::expect_invalid;
+using testing::logits_alone;
+using testing::random_tokens;
 using testing::SeededRng;
 using testing::stories_path;
 
@@ -76,34 +80,8 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   out.write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-/// Expects @p call to throw std::invalid_argument whose message contains every one of @p names.
-void expect_invalid(const std::function<void()>& call, const std::vector<std::string>& names) {
-  try {
-    call();
-    ADD_FAILURE() << "accepted; expected std::invalid_argument naming " << names.front();
-  } catch (const std::invalid_argument& e) {
-    for (const std::string& name : names)
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << "expected '" << name << "' in: " << e.what();
-  }
-}
 
-std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
-  std::vector<int32_t> tokens(static_cast<size_t>(count));
-  for (auto& t : tokens) t = int32_t(rng.integer(0, vocab - 1));
-  return tokens;
-}
 
-/// @p tokens as one chunk on a fresh contiguous cache of one sequence: the logits of every position.
-Tensor<float> logits_alone(const LlamaModel& model, const std::vector<int32_t>& tokens) {
-  const int64_t T = int64_t(tokens.size());
-  KvCache cache(model.kv_shape(1, T), KvDtype::fp32);
-  std::vector<int64_t> slots;
-  for (int64_t t = 0; t < T; ++t) slots.push_back(cache.slot(0, t));
-  StepPlan plan;
-  plan.add_sequence(tokens, slots, T, {}, false);
-  for (int64_t t = 0; t < T; ++t) plan.logits_indices.push_back(t);
-  return model.forward(plan, cache);
-}
 
 // The bound on the forward's logits against the float64 oracle, per position: |Δ| ≤
 // kLogitTolerance · max(1, max|logit| at that position) — tolerance_for(fp32).max_abs, the

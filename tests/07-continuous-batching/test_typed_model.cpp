@@ -45,24 +45,12 @@ using model::LlamaConfig;
 using model::LlamaModel;
 using model::LlamaWeights;
 using model::StepPlan;
+using testing::expect_invalid;
+using testing::logits_alone;
+using testing::random_tokens;
 using testing::SeededRng;
 
-/// Expects @p call to throw std::invalid_argument whose message contains every one of @p names.
-void expect_invalid(const std::function<void()>& call, const std::vector<std::string>& names) {
-  try {
-    call();
-    ADD_FAILURE() << "accepted; expected std::invalid_argument naming " << names.front();
-  } catch (const std::invalid_argument& e) {
-    for (const std::string& name : names)
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << "expected '" << name << "' in: " << e.what();
-  }
-}
 
-std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab) {
-  std::vector<int32_t> tokens(static_cast<size_t>(count));
-  for (auto& t : tokens) t = int32_t(rng.integer(0, vocab - 1));
-  return tokens;
-}
 
 std::string seed_suffix(SeededRng& rng) {
   return ",seed=" + std::to_string(rng.integer(1, int64_t(1) << 40));
@@ -176,17 +164,6 @@ class Float64Forward {
   std::vector<Layer> layers_;
 };
 
-/// @p tokens as one chunk on a fresh contiguous cache (poisoned): the logits of every position.
-Tensor<float> logits_alone(const LlamaModel& model, const std::vector<int32_t>& tokens) {
-  const int64_t T = int64_t(tokens.size());
-  KvCache cache(model.kv_shape(1, T), KvDtype::fp32);
-  std::vector<int64_t> slots;
-  for (int64_t t = 0; t < T; ++t) slots.push_back(cache.slot(0, t));
-  StepPlan plan;
-  plan.add_sequence(tokens, slots, T, {}, false);
-  for (int64_t t = 0; t < T; ++t) plan.logits_indices.push_back(t);
-  return model.forward(plan, cache);
-}
 
 /// The same chunk through @p backend's model runner (model_runner.h): a paged pool of blocks of
 /// 4, in reverse order, every block fresh.
