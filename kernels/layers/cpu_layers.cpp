@@ -138,6 +138,10 @@ void linear_cpu(const Tensor<float>& x, const Weight& w, Tensor<float>& y) {
       return linear_rows<F16Weights>(x, w.bits16().data(), out, in, y);
     case WeightFormat::bf16:
       return linear_rows<BF16Weights>(x, w.bits16().data(), out, in, y);
+    case WeightFormat::q8_0:
+    case WeightFormat::q4_0:
+    case WeightFormat::q4_1:
+      return quant::quant_matmul_cpu(x, w.block_matrix(), y);
   }
 }
 
@@ -163,7 +167,9 @@ Cost linear_cost(int64_t rows, int64_t out, int64_t in, int64_t bytes_per_weight
 }
 
 Cost linear_cost(int64_t rows, const Weight& w) {
-  return linear_cost(rows, w.out_features(), w.in_features(), bytes_per_weight(w.format()));
+  Cost cost = linear_cost(rows, w.out_features(), w.in_features(), 0);
+  cost.bytes += double(w.bytes());  // exact in every format (block formats' bytes a weight are fractional)
+  return cost;
 }
 
 void rms_norm_cpu(const Tensor<float>& x, std::span<const float> weight, float eps, Tensor<float>& y) {

@@ -35,11 +35,12 @@ namespace inferlab {
 /// std::invalid_argument when a shape does not match.
 void linear_cpu(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y);
 
-/// The same product over a typed weight (@p w: [out, in] in fp32, fp16 or bf16; weight.h): 16-bit
+/// The same product over a typed weight (@p w: [out, in]; weight.h). fp32, fp16, bf16: 16-bit
 /// weights are widened to fp32 in registers as they are loaded, then summed exactly as above
-/// (same order, same reduction), so the result is batch-invariant in every format and, for
-/// fp32, bit-identical to the overload above. Throws std::invalid_argument when a shape does
-/// not match.
+/// (same order, same reduction), bit-identical to the overload above for fp32. Q8_0, Q4_0, Q4_1:
+/// kernels/quant/quant_matmul.h's quant_matmul_cpu() — x quantized to 8 bits a row, integer block
+/// sums — so the result carries the activations' rounding. Batch-invariant in every format.
+/// Throws std::invalid_argument when a shape does not match.
 void linear_cpu(const Tensor<float>& x, const Weight& w, Tensor<float>& y);
 
 /// The same product through OpenBLAS's cblas_sgemm — faster for large batches, not
@@ -50,7 +51,7 @@ void linear_openblas(const Tensor<float>& x, const Tensor<float>& w, Tensor<floa
 /// (@p bytes_per_weight each), x read and y written once (fp32).
 Cost linear_cost(int64_t rows, int64_t out, int64_t in, int64_t bytes_per_weight = 4);
 
-/// linear_cost() for the weight @p w: its real bytes (weight.h's bytes()).
+/// linear_cost() for the weight @p w: its real bytes, exact in every format (weight.h's bytes()).
 Cost linear_cost(int64_t rows, const Weight& w);
 
 /// RMSNorm of each row of @p x ([rows, dim]): y = x / √(mean(x²) + @p eps) ⊙ @p weight ([dim]).

@@ -2,11 +2,14 @@
 #include "kernels/layers/weight.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/check.h"
 #include "common/half.h"
+#include "kernels/quant/block_quant.h"
 
 namespace inferlab {
 
@@ -18,19 +21,56 @@ std::string_view to_string(WeightFormat format) {
       return "f16";
     case WeightFormat::bf16:
       return "bf16";
+    case WeightFormat::q8_0:
+      return "q8_0";
+    case WeightFormat::q4_0:
+      return "q4_0";
+    case WeightFormat::q4_1:
+      return "q4_1";
   }
   return "?";
 }
 
 WeightFormat parse_weight_format(std::string_view name) {
-  for (const WeightFormat f : {WeightFormat::f32, WeightFormat::f16, WeightFormat::bf16})
+  for (const WeightFormat f : {WeightFormat::f32, WeightFormat::f16, WeightFormat::bf16, WeightFormat::q8_0,
+                               WeightFormat::q4_0, WeightFormat::q4_1})
     if (name == to_string(f)) return f;
-  require(false, "weight format", std::string(name), "is not one of f32, f16, bf16");
+  require(false, "weight format", std::string(name), "is not one of f32, f16, bf16, q8_0, q4_0, q4_1");
   return WeightFormat::f32;
 }
 
+bool is_block_format(WeightFormat format) {
+  return format == WeightFormat::q8_0 || format == WeightFormat::q4_0 || format == WeightFormat::q4_1;
+}
+
+quant::GgmlType ggml_type(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::f32:
+      return quant::GgmlType::f32;
+    case WeightFormat::f16:
+      return quant::GgmlType::f16;
+    case WeightFormat::bf16:
+      return quant::GgmlType::bf16;
+    case WeightFormat::q8_0:
+      return quant::GgmlType::q8_0;
+    case WeightFormat::q4_0:
+      return quant::GgmlType::q4_0;
+    case WeightFormat::q4_1:
+      return quant::GgmlType::q4_1;
+  }
+  require(false, "weight format", int(format), "is not one of the enum's");
+  return quant::GgmlType::f32;
+}
+
 int64_t bytes_per_weight(WeightFormat format) {
+  require(!is_block_format(format), "weight format", to_string(format),
+          "has no whole number of bytes a weight: use weight_row_bytes() or Weight::bytes()");
   return format == WeightFormat::f32 ? 4 : 2;
+}
+
+int64_t weight_row_bytes(WeightFormat format, int64_t in) {
+  require(in >= 0, "in", in, "must be >= 0");
+  return quant::row_bytes(ggml_type(format), in);
 }
 
 Weight::Weight(Tensor<float> w) {
@@ -47,10 +87,46 @@ Weight Weight::convert(const Tensor<float>& w, WeightFormat format) {
   out.format_ = format;
   out.out_ = w.dim(0);
   out.in_ = w.dim(1);
+  if (is_block_format(format)) {
+    const int64_t rb = weight_row_bytes(format, out.in_);  // throws when in is not a multiple of 32
+    auto storage = std::make_shared<std::vector<uint8_t>>(size_t(out.out_ * rb));
+    for (int64_t r = 0; r < out.out_; ++r)
+      quant::quantize_row(ggml_type(format), std::span(w.data() + r * out.in_, size_t(out.in_)),
+                          std::span(storage->data() + r * rb, size_t(rb)));
+    out.blocks_ = std::span<const uint8_t>(storage->data(), storage->size());
+    out.keep_ = std::move(storage);
+    return out;
+  }
   out.bits16_ = Tensor<uint16_t>(w.shape());
   const auto to_bits = format == WeightFormat::f16 ? float_to_half_bits : float_to_bfloat16_bits;
   for (int64_t i = 0; i < w.size(); ++i) out.bits16_.data()[i] = to_bits(w.data()[i]);
   return out;
+}
+
+Weight Weight::view(WeightFormat format, int64_t out, int64_t in, std::span<const uint8_t> bytes,
+                    std::shared_ptr<const void> keep_alive) {
+  require(out >= 0, "out", out, "must be >= 0");
+  const int64_t rb = weight_row_bytes(format, in);  // checks in
+  const int64_t want = out * rb;
+  require(int64_t(bytes.size()) == want, "bytes.size()", bytes.size(),
+          "must be out · row bytes = " + std::to_string(out) + " · " + std::to_string(rb) + " = " +
+              std::to_string(want) + " for a [" + std::to_string(out) + ", " + std::to_string(in) + "] " +
+              std::string(to_string(format)) + " weight");
+  Weight w;
+  w.format_ = format;
+  w.out_ = out;
+  w.in_ = in;
+  if (is_block_format(format)) {
+    w.blocks_ = bytes;
+    w.keep_ = std::move(keep_alive);
+  } else if (format == WeightFormat::f32) {
+    w.f32_ = Tensor<float>({out, in});
+    if (want > 0) std::memcpy(w.f32_.data(), bytes.data(), size_t(want));
+  } else {
+    w.bits16_ = Tensor<uint16_t>({out, in});
+    if (want > 0) std::memcpy(w.bits16_.data(), bytes.data(), size_t(want));
+  }
+  return w;
 }
 
 const Tensor<float>& Weight::f32() const {
@@ -60,8 +136,20 @@ const Tensor<float>& Weight::f32() const {
 }
 
 const Tensor<uint16_t>& Weight::bits16() const {
-  if (format_ == WeightFormat::f32) throw std::logic_error("Weight::bits16(): the weight is stored as f32");
+  if (format_ != WeightFormat::f16 && format_ != WeightFormat::bf16)
+    throw std::logic_error("Weight::bits16(): the weight is stored as " + std::string(to_string(format_)));
   return bits16_;
+}
+
+std::span<const uint8_t> Weight::block_bytes() const {
+  if (!is_block_format(format_))
+    throw std::logic_error("Weight::block_bytes(): the weight is stored as " + std::string(to_string(format_)) +
+                           ", not a block format");
+  return blocks_;
+}
+
+quant::BlockMatrix Weight::block_matrix() const {
+  return {ggml_type(format_), out_, in_, block_bytes()};
 }
 
 float Weight::at(int64_t row, int64_t col) const {
@@ -73,6 +161,17 @@ float Weight::at(int64_t row, int64_t col) const {
       return half_bits_to_float(bits16_.data()[i]);
     case WeightFormat::bf16:
       return bfloat16_bits_to_float(bits16_.data()[i]);
+    case WeightFormat::q8_0:
+    case WeightFormat::q4_0:
+    case WeightFormat::q4_1: {
+      // Decode the one block that holds the weight.
+      const quant::GgmlType type = ggml_type(format_);
+      const int64_t bb = quant::block_bytes(type);
+      const int64_t offset = row * row_bytes() + col / quant::kBlockValues * bb;
+      float block[quant::kBlockValues];
+      quant::dequantize_row(type, blocks_.subspan(size_t(offset), size_t(bb)), block);
+      return block[col % quant::kBlockValues];
+    }
   }
   return 0.0f;
 }
@@ -80,8 +179,7 @@ float Weight::at(int64_t row, int64_t col) const {
 Tensor<float> Weight::to_f32() const {
   if (format_ == WeightFormat::f32) return f32_;
   Tensor<float> out({out_, in_});
-  for (int64_t r = 0; r < out_; ++r)
-    for (int64_t c = 0; c < in_; ++c) out.data()[r * in_ + c] = at(r, c);
+  for (int64_t r = 0; r < out_; ++r) row_to_f32(r, std::span(out.data() + r * in_, size_t(in_)));
   return out;
 }
 
@@ -101,6 +199,13 @@ void Weight::row_to_f32(int64_t row, std::span<float> out) const {
     case WeightFormat::bf16:
       for (int64_t c = 0; c < in_; ++c) out[size_t(c)] = bfloat16_bits_to_float(bits16_.data()[first + c]);
       return;
+    case WeightFormat::q8_0:
+    case WeightFormat::q4_0:
+    case WeightFormat::q4_1: {
+      const int64_t rb = row_bytes();
+      quant::dequantize_row(ggml_type(format_), blocks_.subspan(size_t(row * rb), size_t(rb)), out);
+      return;
+    }
   }
 }
 

@@ -17,7 +17,11 @@ int64_t LlamaConfig::parameters() const {
 }
 
 int64_t LlamaConfig::weight_bytes(WeightFormat format) const {
-  return bytes_per_weight(format) * (parameters() - norm_parameters()) + 4 * norm_parameters();
+  // Exact per matrix (block formats' bytes a weight are fractional): rows · bytes of a row.
+  auto m = [&](int64_t out, int64_t in) { return out * weight_row_bytes(format, in); };
+  const int64_t per_layer =
+      m(q_dim(), dim) + 2 * m(kv_dim(), dim) + m(dim, q_dim()) + 2 * m(hidden_dim, dim) + m(dim, hidden_dim);
+  return m(vocab_size, dim) * (shared_classifier ? 1 : 2) + n_layers * per_layer + 4 * norm_parameters();
 }
 
 void LlamaConfig::validate() const {
@@ -94,7 +98,8 @@ double parse_double(std::string_view key, std::string_view text) {
 RandomModelSpec parse_random_spec(std::string_view spec) {
   constexpr std::string_view kPrefix = "random:";
   if (spec.substr(0, kPrefix.size()) != kPrefix)
-    throw std::invalid_argument("model = " + std::string(spec) + ": a random model is named random:<preset>[,key=value…]");
+    throw std::invalid_argument("model = " + std::string(spec) +
+                                ": a random model is named random:<preset>[,key=value…]");
   spec.remove_prefix(kPrefix.size());
   RandomModelSpec out{preset("tiny"), 1};
   bool first = true;
@@ -127,17 +132,25 @@ RandomModelSpec parse_random_spec(std::string_view spec) {
       continue;
     }
     const int64_t value = parse_int(key, text);
-    if (key == "dim") c.dim = value;
-    else if (key == "hidden") c.hidden_dim = value;
-    else if (key == "layers") c.n_layers = value;
-    else if (key == "heads") c.n_heads = value;
-    else if (key == "kv_heads") c.n_kv_heads = value;
-    else if (key == "vocab") c.vocab_size = value;
-    else if (key == "seq_len") c.max_seq_len = value;
+    if (key == "dim")
+      c.dim = value;
+    else if (key == "hidden")
+      c.hidden_dim = value;
+    else if (key == "layers")
+      c.n_layers = value;
+    else if (key == "heads")
+      c.n_heads = value;
+    else if (key == "kv_heads")
+      c.n_kv_heads = value;
+    else if (key == "vocab")
+      c.vocab_size = value;
+    else if (key == "seq_len")
+      c.max_seq_len = value;
     else if (key == "head_dim") {
       require(value >= 0 && value % 2 == 0, "random model head_dim", value, "must be even, or 0 for dim / heads");
       c.head_dim_size = value;
-    } else if (key == "seed") out.seed = uint64_t(value);
+    } else if (key == "seed")
+      out.seed = uint64_t(value);
     else if (key == "tied") {
       require(value == 0 || value == 1, "random model tied", value, "must be 0 or 1");
       c.shared_classifier = value == 1;

@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "common/rng.h"
 #include "common/tensor.h"
+#include "runtime/model/gguf_model.h"
 
 namespace inferlab::model {
 namespace {
@@ -266,12 +267,17 @@ LlamaWeights convert_weights(LlamaWeights w, WeightFormat format) {
   return w;
 }
 
-LlamaWeights load_model(const std::string& spec, WeightFormat format) {
+LlamaWeights load_model(const std::string& spec, std::optional<WeightFormat> format) {
+  LlamaWeights w;
   if (spec.rfind("random:", 0) == 0) {
     const RandomModelSpec r = parse_random_spec(spec);
-    return convert_weights(random_llama(r.config, r.seed), format);
+    w = random_llama(r.config, r.seed);
+  } else if (is_gguf_path(spec)) {
+    w = load_gguf(spec);
+  } else {
+    w = load_llama2c(spec);
   }
-  return convert_weights(load_llama2c(spec), format);
+  return format ? convert_weights(std::move(w), *format) : w;
 }
 
 }  // namespace inferlab::model

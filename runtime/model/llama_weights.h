@@ -12,6 +12,7 @@
 /// structure with its own formats.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,9 +75,11 @@ void save_llama2c(const LlamaWeights& weights, const std::string& path);
 /// same weights on every machine (common/rng.h's generator).
 LlamaWeights random_llama(const LlamaConfig& config, uint64_t seed);
 
-/// The model named @p spec — `random:<preset>[,key=value…]` (parse_random_spec()) or the path of
-/// a llama2.c checkpoint — with its matrices in @p format (convert_weights(); fp32, the default,
-/// is the file's or the generator's weights bit for bit).
-LlamaWeights load_model(const std::string& spec, WeightFormat format = WeightFormat::f32);
+/// The model named @p spec — `random:<preset>[,key=value…]` (parse_random_spec()), the path of a
+/// GGUF file (gguf_model.h: its own formats, e.g. Q4_1 matrices and a Q8_0 embedding) or of a
+/// llama2.c checkpoint (fp32) — with every matrix converted to @p format when one is given
+/// (convert_weights(): requantized on load; block formats are dequantized to fp32 first). Without
+/// a format the weights are the file's or the generator's, bit for bit.
+LlamaWeights load_model(const std::string& spec, std::optional<WeightFormat> format = std::nullopt);
 
 }  // namespace inferlab::model

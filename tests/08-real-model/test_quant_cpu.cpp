@@ -1,0 +1,276 @@
+// Chapter 08: ggml's block formats and the quantized matmul on the CPU (kernels/quant/block_quant.h,
+// quant_matmul.h) and the block formats of the typed Weight (kernels/layers/weight.h).
+//
+// Error bounds of quantize → dequantize, a block of 32 values x with amax = max|x|:
+// - Q8_0: d = amax/127, q = round(x/d), decoded q·fp16(d). |x − q·d| ≤ d/2 (rounding; the
+//   reciprocal's rounding adds ≤ 1 ulp of x/d) and |q·d − q·fp16(d)| ≤ 127·d·2^−11; bound
+//   d·(0.5 + 127·2^−11 + 2^−20) + tiny, tested as 0.57·d + 1e-7.
+// - Q4_0: d = max/−8, |x/d| ≤ 8, q = min(15, ⌊x/d + 8.5⌋): |x − (q−8)·d| ≤ |d|/2 except the clamped
+//   side where x/d ∈ (7.5, 8] → error ≤ |d|; plus 8·|d|·2^−11 for fp16(d): tested as 1.01·|d|.
+// - Q4_1: d = (max−min)/15, codes round half up: |x − (q·d + m)| ≤ d/2, plus fp16 rounding of m
+//   (|m|·2^−11) and of d (15·d·2^−11) and the fp32 rounding of q·d + m: tested as
+//   0.51·d + |m|·2^−10 + 1e-7.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "common/half.h"
+#include "common/tensor.h"
+#include "kernels/layers/layers.h"
+#include "kernels/layers/weight.h"
+#include "kernels/quant/block_quant.h"
+#include "kernels/quant/quant_matmul.h"
+#include "tests/support/seeded.h"
+
+namespace inferlab {
+namespace {
+
+using quant::GgmlType;
+using testing::SeededRng;
+
+const GgmlType kWeightTypes[] = {GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_1};
+
+std::vector<uint8_t> quantize(GgmlType type, std::span<const float> x) {
+  std::vector<uint8_t> bytes(size_t(quant::row_bytes(type, int64_t(x.size()))));
+  quant::quantize_row(type, x, bytes);
+  return bytes;
+}
+
+TEST(QuantCpu, BlockSizes) {
+  EXPECT_EQ(sizeof(quant::BlockQ4_0), 18u);
+  EXPECT_EQ(sizeof(quant::BlockQ4_1), 20u);
+  EXPECT_EQ(sizeof(quant::BlockQ8_0), 34u);
+  EXPECT_EQ(sizeof(quant::BlockQ8_1), 36u);
+}
+
+TEST(QuantCpu, RoundTripErrorWithinBoundsFromD) {
+  SeededRng rng;
+  const int64_t n = 32 * 7;
+  for (const GgmlType type : {GgmlType::q8_0, GgmlType::q8_1, GgmlType::q4_0, GgmlType::q4_1}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = float(rng.normal()) * 3.0f;
+    const std::vector<uint8_t> bytes = quantize(type, x);
+    std::vector<float> y(size_t(n), NAN);
+    quant::dequantize_row(type, bytes, y);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float amax = 0, mx = 0, mn = x[size_t(b * 32)], mxv = mn;
+      for (int j = 0; j < 32; ++j) {
+        const float v = x[size_t(b * 32 + j)];
+        if (std::fabs(v) > amax) amax = std::fabs(v), mx = v;
+        mn = std::min(mn, v);
+        mxv = std::max(mxv, v);
+      }
+      double bound = 0;
+      if (type == GgmlType::q8_0 || type == GgmlType::q8_1) bound = 0.57 * amax / 127 + 1e-7;
+      if (type == GgmlType::q4_0) bound = 1.01 * std::fabs(mx / 8);
+      if (type == GgmlType::q4_1) bound = 0.51 * (mxv - mn) / 15 + std::fabs(mn) / 1024 + 1e-7;
+      for (int j = 0; j < 32; ++j)
+        ASSERT_LE(std::fabs(double(x[size_t(b * 32 + j)]) - y[size_t(b * 32 + j)]), bound)
+            << quant::to_string(type) << " block " << b << " value " << j;
+    }
+    // The float64 decoder agrees with the fp32 one (exactly, up to Q4_1's one rounding).
+    const std::vector<double> y64 = quant::dequantize_row_f64(type, bytes, n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(float(y64[size_t(i)]), y[size_t(i)]) << quant::to_string(type);
+  }
+}
+
+TEST(QuantCpu, HandBuiltBlocksDecodeToKnownValuesInNibbleOrder) {
+  // Q4_0: d = 0.5, byte j = (lo = j % 16) | (hi = 15 − j % 16) << 4.
+  quant::BlockQ4_0 b40{};
+  b40.d = float_to_half_bits(0.5f);
+  quant::BlockQ4_1 b41{};
+  b41.d = float_to_half_bits(0.25f);
+  b41.m = float_to_half_bits(-1.0f);
+  for (int j = 0; j < 16; ++j) b40.qs[j] = b41.qs[j] = uint8_t(j | ((15 - j) << 4));
+  float y[32];
+  quant::dequantize_row_q4_0(std::span(&b40, 1), y);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], (j - 8) * 0.5f) << "low nibble = value " << j;
+    EXPECT_EQ(y[j + 16], (15 - j - 8) * 0.5f) << "high nibble = value " << j + 16;
+  }
+  quant::dequantize_row_q4_1(std::span(&b41, 1), y);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], j * 0.25f - 1.0f);
+    EXPECT_EQ(y[j + 16], (15 - j) * 0.25f - 1.0f);
+  }
+  quant::BlockQ8_0 b8{};
+  b8.d = float_to_half_bits(0.125f);
+  for (int j = 0; j < 32; ++j) b8.qs[j] = int8_t(j * 8 - 128);
+  quant::dequantize_row_q8_0(std::span(&b8, 1), y);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], (j * 8 - 128) * 0.125f);
+  // Quantizing known values: Q8_0 of (−127 … ) with amax 127 → d 1, codes = values.
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = float(j * 8 - 127);
+  quant::BlockQ8_0 q{};
+  quant::quantize_row_q8_0(x, std::span(&q, 1));
+  EXPECT_EQ(half_bits_to_float(q.d), 1.0f);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(q.qs[j], j * 8 - 127);
+}
+
+// y[r][o] by the float64 oracle: the dequantized weights against the dequantized quantized x.
+Tensor<double> oracle(const Tensor<float>& x, GgmlType type, const std::vector<uint8_t>& w, int64_t out) {
+  const int64_t rows = x.dim(0), in = x.dim(1), rb = quant::row_bytes(type, in);
+  const GgmlType xt = quant::activation_type(type);
+  Tensor<double> y({rows, out});
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> xq = quantize(xt, std::span(x.data() + r * in, size_t(in)));
+    const std::vector<double> xd = quant::dequantize_row_f64(xt, xq, in);
+    for (int64_t o = 0; o < out; ++o) {
+      const std::span<const uint8_t> wr(w.data() + o * rb, size_t(rb));
+      y.data()[r * out + o] = type == GgmlType::q4_1 ? quant::block_dot_f64(type, wr, xt, xq, in)
+                                                     : quant::dot_f64(quant::dequantize_row_f64(type, wr, in), xd);
+    }
+  }
+  return y;
+}
+
+TEST(QuantCpu, MatmulMatchesFloat64OracleAndKernelsAgreeBitForBit) {
+  SeededRng rng;
+  const int64_t in = 32 * 9, out = 37;
+  for (const GgmlType type : kWeightTypes)
+    for (const int64_t rows : {1, 3, 17, 64}) {
+      const Tensor<float> x = rng.normal_tensor({rows, in}), wf = rng.normal_tensor({out, in});
+      std::vector<uint8_t> w(size_t(out * quant::row_bytes(type, in)));
+      for (int64_t o = 0; o < out; ++o)
+        quant::quantize_row(type, std::span(wf.data() + o * in, size_t(in)),
+                            std::span(w.data() + o * quant::row_bytes(type, in), size_t(quant::row_bytes(type, in))));
+      const quant::BlockMatrix m{type, out, in, w};
+      const Tensor<double> want = oracle(x, type, w, out);
+      Tensor<float> ref({rows, out});
+      ref.poison();
+      quant::quant_matmul_cpu(x, m, ref, quant::QuantKernel::scalar);
+      for (int64_t i = 0; i < rows * out; ++i)
+        ASSERT_NEAR(ref.data()[i], want.data()[i], 1e-5 * (1.0 + std::fabs(want.data()[i])))
+            << quant::to_string(type) << " rows " << rows << " element " << i;
+      for (const quant::QuantKernel k : quant::available_quant_kernels()) {
+        Tensor<float> y({rows, out});
+        y.poison();
+        quant::quant_matmul_cpu(x, m, y, k);
+        EXPECT_EQ(std::memcmp(y.data(), ref.data(), size_t(rows * out) * 4), 0)
+            << quant::to_string(k) << " != scalar, " << quant::to_string(type) << " rows " << rows;
+      }
+    }
+}
+
+TEST(QuantCpu, MatmulIsBatchInvariant) {
+  SeededRng rng;
+  const int64_t in = 32 * 5, out = 41, N = 40;
+  for (const GgmlType type : kWeightTypes) {
+    const Weight w = Weight::convert(rng.normal_tensor({out, in}),
+                                     WeightFormat(int(WeightFormat::q8_0) + (type == GgmlType::q4_0   ? 1
+                                                                             : type == GgmlType::q4_1 ? 2
+                                                                                                      : 0)));
+    const Tensor<float> x = rng.normal_tensor({N, in});
+    Tensor<float> big({N, out});
+    big.poison();
+    linear_cpu(x, w, big);
+    for (int64_t M = 1; M <= N; ++M)
+      for (const int64_t off : {int64_t(0), N - M, rng.integer(0, N - M)}) {
+        Tensor<float> xs({M, in}), y({M, out});
+        std::copy_n(x.data() + off * in, M * in, xs.data());
+        y.poison();
+        linear_cpu(xs, w, y);
+        ASSERT_EQ(std::memcmp(y.data(), big.data() + off * out, size_t(M * out) * 4), 0)
+            << quant::to_string(type) << " M " << M << " offset " << off;
+      }
+  }
+}
+
+TEST(QuantCpu, WeightConvertViewBytesAndErrors) {
+  SeededRng rng;
+  const int64_t out = 5, in = 96;
+  const Tensor<float> wf = rng.normal_tensor({out, in});
+  for (const auto& [format, type, bb] :
+       {std::tuple{WeightFormat::q8_0, GgmlType::q8_0, 34}, std::tuple{WeightFormat::q4_0, GgmlType::q4_0, 18},
+        std::tuple{WeightFormat::q4_1, GgmlType::q4_1, 20}}) {
+    EXPECT_EQ(parse_weight_format(to_string(format)), format);
+    const Weight w = Weight::convert(wf, format);
+    EXPECT_EQ(w.row_bytes(), in / 32 * bb);
+    EXPECT_EQ(w.bytes(), out * in / 32 * bb);
+    EXPECT_EQ(int64_t(w.block_bytes().size()), w.bytes());
+    EXPECT_THROW(w.f32(), std::logic_error);
+    EXPECT_THROW(w.bits16(), std::logic_error);
+    EXPECT_THROW(bytes_per_weight(format), std::invalid_argument);
+    // The blocks are the quantizer's, row by row; at / row_to_f32 / to_f32 dequantize them.
+    const Tensor<float> all = w.to_f32();
+    for (int64_t r = 0; r < out; ++r) {
+      const std::vector<uint8_t> row = quantize(type, std::span(wf.data() + r * in, size_t(in)));
+      EXPECT_EQ(std::memcmp(row.data(), w.block_bytes().data() + r * w.row_bytes(), row.size()), 0);
+      std::vector<float> dec(static_cast<size_t>(in), NAN), got(static_cast<size_t>(in), NAN);
+      quant::dequantize_row(type, row, dec);
+      w.row_to_f32(r, got);
+      for (int64_t c = 0; c < in; ++c) {
+        EXPECT_EQ(got[size_t(c)], dec[size_t(c)]);
+        EXPECT_EQ(w.at(r, c), dec[size_t(c)]);
+        EXPECT_EQ(all.data()[r * in + c], dec[size_t(c)]);
+      }
+    }
+    // A view over the same bytes, without a copy, kept alive by its owner.
+    auto owner = std::make_shared<std::vector<uint8_t>>(w.block_bytes().begin(), w.block_bytes().end());
+    const Weight v = Weight::view(format, out, in, *owner, owner);
+    EXPECT_EQ(v.block_bytes().data(), owner->data());
+    EXPECT_EQ(v.shape(), (Shape{out, in}));
+    const Tensor<float> x = rng.normal_tensor({3, in});
+    Tensor<float> y1({3, out}), y2({3, out});
+    linear_cpu(x, w, y1);
+    linear_cpu(x, v, y2);
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), sizeof(float) * 3 * out), 0);
+    EXPECT_EQ(linear_cost(3, w).bytes, double(w.bytes()) + 4.0 * 3 * (in + out));
+    EXPECT_THROW(Weight::view(format, out, in, std::span(*owner).first(owner->size() - 1), owner),
+                 std::invalid_argument);
+    EXPECT_THROW(Weight::view(format, out, 48, *owner, owner), std::invalid_argument);
+    EXPECT_THROW(Weight::convert(rng.normal_tensor({2, 40}), format), std::invalid_argument);
+  }
+  // Element formats: views copy; bytes and bytes_per_weight as before.
+  std::vector<uint8_t> raw(static_cast<size_t>(out * in * 4));
+  std::memcpy(raw.data(), wf.data(), raw.size());
+  const Weight f = Weight::view(WeightFormat::f32, out, in, raw, nullptr);
+  EXPECT_EQ(std::memcmp(f.f32().data(), wf.data(), raw.size()), 0);
+  EXPECT_EQ(f.bytes(), out * in * 4);
+  EXPECT_EQ(bytes_per_weight(WeightFormat::bf16), 2);
+  const Weight h = Weight::convert(wf, WeightFormat::f16);
+  std::vector<uint8_t> raw16(static_cast<size_t>(out * in * 2));
+  std::memcpy(raw16.data(), h.bits16().data(), raw16.size());
+  const Weight hv = Weight::view(WeightFormat::f16, out, in, raw16, nullptr);
+  EXPECT_EQ(hv.at(2, 7), h.at(2, 7));
+  EXPECT_THROW(Weight::view(WeightFormat::f16, out, in, raw, nullptr), std::invalid_argument);
+  EXPECT_THROW(parse_weight_format("q5_k"), std::invalid_argument);
+  // Matmul errors.
+  const Tensor<float> x = rng.normal_tensor({2, in});
+  Tensor<float> y({2, out});
+  std::vector<uint8_t> blocks(static_cast<size_t>(out * quant::row_bytes(GgmlType::q8_0, in)));
+  EXPECT_THROW(quant::quant_matmul_cpu(x, {GgmlType::q8_1, out, in, blocks}, y), std::invalid_argument);
+  EXPECT_THROW(quant::quant_matmul_cpu(x, {GgmlType::q8_0, out, in, std::span(blocks).first(10)}, y),
+               std::invalid_argument);
+  Tensor<float> bad({2, out + 1});
+  EXPECT_THROW(quant::quant_matmul_cpu(x, {GgmlType::q8_0, out, in, blocks}, bad), std::invalid_argument);
+}
+
+TEST(QuantCpu, Batch1GemvTimings) {
+  SeededRng rng;
+  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{1536, 576}, {576, 1536}, {49152, 576}}) {
+    const Weight w = Weight::convert(rng.normal_tensor({out, in}), WeightFormat::q8_0);
+    const Tensor<float> x = rng.normal_tensor({1, in});
+    Tensor<float> y({1, out});
+    std::vector<double> ns;
+    for (int i = 0; i < 41; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      linear_cpu(x, w, y);
+      ns.push_back(
+          double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+    }
+    std::sort(ns.begin(), ns.end());
+    const double med = ns[ns.size() / 2];
+    std::printf("Q8_0 GEMV %lld -> %lld: median %.0f ns, %.2f GB/s of weights (%s)\n", (long long)in, (long long)out,
+                med, double(w.bytes()) / med, std::string(quant::to_string(quant::best_quant_kernel())).c_str());
+  }
+}
+
+}  // namespace
+}  // namespace inferlab
