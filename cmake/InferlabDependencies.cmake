@@ -46,6 +46,13 @@ else()
   list(APPEND _inferlab_missing libxxhash-dev)
 endif()
 
+# ICU: Unicode character classes for chapter 08's pre-tokenizer (runtime/tokenizer/pretokenizer.cpp:
+# general categories L and N, the White_Space property).
+find_package(ICU QUIET COMPONENTS uc)
+if(NOT ICU_FOUND)
+  list(APPEND _inferlab_missing libicu-dev)
+endif()
+
 # nlohmann/json: the one JSON reader and writer (common/json.h: roofline.json, traces, serving
 # metrics, analyze --json).
 find_package(nlohmann_json 3 CONFIG QUIET)

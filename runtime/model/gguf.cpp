@@ -34,7 +34,9 @@ constexpr uint64_t kMinPairBytes = 8 + 4 + 1;
 // The smallest a tensor info can be: an empty name, n_dims, one ne, the type, the offset.
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
 
-std::string str(uint64_t v) { return std::to_string(v); }
+std::string str(uint64_t v) {
+  return std::to_string(v);
+}
 
 // @p text for an error message: printable ASCII kept, other bytes as \xNN, cut at 80 characters
 // (a fuzzed key can be anything).
@@ -56,25 +58,34 @@ std::string quoted(std::string_view text) {
   return out + "'";
 }
 
-bool add_overflows(uint64_t a, uint64_t b, uint64_t* sum) { return __builtin_add_overflow(a, b, sum); }
-bool mul_overflows(uint64_t a, uint64_t b, uint64_t* product) { return __builtin_mul_overflow(a, b, product); }
+bool add_overflows(uint64_t a, uint64_t b, uint64_t* sum) {
+  return __builtin_add_overflow(a, b, sum);
+}
+bool mul_overflows(uint64_t a, uint64_t b, uint64_t* product) {
+  return __builtin_mul_overflow(a, b, product);
+}
 
 // Bytes of one scalar of @p type in the file; strings take at least their u64 length.
 uint64_t min_value_bytes(ValueType type) {
   switch (type) {
     case ValueType::u8:
     case ValueType::i8:
-    case ValueType::boolean: return 1;
+    case ValueType::boolean:
+      return 1;
     case ValueType::u16:
-    case ValueType::i16: return 2;
+    case ValueType::i16:
+      return 2;
     case ValueType::u32:
     case ValueType::i32:
-    case ValueType::f32: return 4;
+    case ValueType::f32:
+      return 4;
     case ValueType::u64:
     case ValueType::i64:
     case ValueType::f64:
-    case ValueType::string: return 8;
-    case ValueType::array: return 4 + 8;
+    case ValueType::string:
+      return 8;
+    case ValueType::array:
+      return 4 + 8;
   }
   return 1;
 }
@@ -155,24 +166,36 @@ Value scalar(ValueType type, decltype(Value::data) data) {
 // One value of a non-array @p type at the cursor.
 Value read_scalar(Cursor& c, ValueType type) {
   switch (type) {
-    case ValueType::u8: return scalar(type, uint64_t{c.u8("the u8 value")});
-    case ValueType::i8: return scalar(type, int64_t{int8_t(c.u8("the i8 value"))});
-    case ValueType::u16: return scalar(type, uint64_t{c.u16("the u16 value")});
-    case ValueType::i16: return scalar(type, int64_t{int16_t(c.u16("the i16 value"))});
-    case ValueType::u32: return scalar(type, uint64_t{c.u32("the u32 value")});
-    case ValueType::i32: return scalar(type, int64_t{int32_t(c.u32("the i32 value"))});
-    case ValueType::u64: return scalar(type, uint64_t{c.u64("the u64 value")});
-    case ValueType::i64: return scalar(type, int64_t(c.u64("the i64 value")));
-    case ValueType::f32: return scalar(type, double(std::bit_cast<float>(c.u32("the f32 value"))));
-    case ValueType::f64: return scalar(type, std::bit_cast<double>(c.u64("the f64 value")));
-    case ValueType::string: return scalar(type, c.string("the string value"));
+    case ValueType::u8:
+      return scalar(type, uint64_t{c.u8("the u8 value")});
+    case ValueType::i8:
+      return scalar(type, int64_t{int8_t(c.u8("the i8 value"))});
+    case ValueType::u16:
+      return scalar(type, uint64_t{c.u16("the u16 value")});
+    case ValueType::i16:
+      return scalar(type, int64_t{int16_t(c.u16("the i16 value"))});
+    case ValueType::u32:
+      return scalar(type, uint64_t{c.u32("the u32 value")});
+    case ValueType::i32:
+      return scalar(type, int64_t{int32_t(c.u32("the i32 value"))});
+    case ValueType::u64:
+      return scalar(type, uint64_t{c.u64("the u64 value")});
+    case ValueType::i64:
+      return scalar(type, int64_t(c.u64("the i64 value")));
+    case ValueType::f32:
+      return scalar(type, double(std::bit_cast<float>(c.u32("the f32 value"))));
+    case ValueType::f64:
+      return scalar(type, std::bit_cast<double>(c.u64("the f64 value")));
+    case ValueType::string:
+      return scalar(type, c.string("the string value"));
     case ValueType::boolean: {
       const uint64_t at = c.at();
       const uint8_t b = c.u8("the bool value");
       if (b > 1) c.fail(at, "a bool is " + str(b) + ", neither 0 nor 1");
       return scalar(type, decltype(Value::data)(std::in_place_type<bool>, b == 1));
     }
-    case ValueType::array: break;
+    case ValueType::array:
+      break;
   }
   c.fail(c.at(), "internal: read_scalar of an array");
 }
@@ -210,7 +233,9 @@ Value read_array(Cursor& c) {
   return v;
 }
 
-Value read_value(Cursor& c, ValueType type) { return type == ValueType::array ? read_array(c) : read_scalar(c, type); }
+Value read_value(Cursor& c, ValueType type) {
+  return type == ValueType::array ? read_array(c) : read_scalar(c, type);
+}
 
 // "i32", "array of string": how a value's type reads in a message.
 std::string type_name(const Value& v) {
@@ -242,7 +267,7 @@ std::string shown(const Value& v) {
 // ---------------------------------------------------------------------------------------------
 
 std::string_view to_string(ValueType type) {
-  constexpr std::string_view kNames[] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+  constexpr std::string_view kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                          "bool", "string", "array", "u64", "i64", "f64"};
   const auto raw = static_cast<uint32_t>(type);
   return raw <= kLastValueType ? kNames[raw] : "unknown";
@@ -257,15 +282,16 @@ bool is_integer(ValueType type) {
     case ValueType::u32:
     case ValueType::i32:
     case ValueType::u64:
-    case ValueType::i64: return true;
-    default: return false;
+    case ValueType::i64:
+      return true;
+    default:
+      return false;
   }
 }
 
 int64_t TensorInfo::elements() const {
   return std::accumulate(ne.begin(), ne.end(), int64_t{1}, [](int64_t a, int64_t b) { return a * b; });
 }
-
 
 namespace {
 
@@ -285,10 +311,10 @@ struct Contents {
 
 // Where each part of the file was read, for errors found after it was read.
 struct Offsets {
-  std::vector<uint64_t> pair;             // each metadata pair's start
-  std::vector<uint64_t> value;            // each metadata value's start
-  std::vector<uint64_t> tensor_info;      // each tensor info's start
-  std::vector<uint64_t> tensor_offset;    // each tensor's offset field
+  std::vector<uint64_t> pair;           // each metadata pair's start
+  std::vector<uint64_t> value;          // each metadata value's start
+  std::vector<uint64_t> tensor_info;    // each tensor info's start
+  std::vector<uint64_t> tensor_offset;  // each tensor's offset field
 };
 
 struct Counts {
@@ -519,13 +545,27 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string name) {
   return GgufFile(std::move(state));
 }
 
-uint32_t GgufFile::version() const { return state_->version; }
-uint64_t GgufFile::alignment() const { return state_->alignment; }
-uint64_t GgufFile::data_offset() const { return state_->data_offset; }
-const std::vector<std::pair<std::string, Value>>& GgufFile::metadata() const { return state_->metadata; }
-const std::vector<TensorInfo>& GgufFile::tensors() const { return state_->tensors; }
-std::shared_ptr<const void> GgufFile::storage() const { return state_->storage; }
-const std::string& GgufFile::path() const { return state_->path; }
+uint32_t GgufFile::version() const {
+  return state_->version;
+}
+uint64_t GgufFile::alignment() const {
+  return state_->alignment;
+}
+uint64_t GgufFile::data_offset() const {
+  return state_->data_offset;
+}
+const std::vector<std::pair<std::string, Value>>& GgufFile::metadata() const {
+  return state_->metadata;
+}
+const std::vector<TensorInfo>& GgufFile::tensors() const {
+  return state_->tensors;
+}
+std::shared_ptr<const void> GgufFile::storage() const {
+  return state_->storage;
+}
+const std::string& GgufFile::path() const {
+  return state_->path;
+}
 
 const Value* GgufFile::find(std::string_view key) const {
   const auto it = state_->key_index.find(key);

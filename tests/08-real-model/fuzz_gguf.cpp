@@ -184,7 +184,9 @@ uint64_t read_le(const std::vector<uint8_t>& bytes, size_t at, int width) {
 
 // --- mutations ------------------------------------------------------------------------------------
 
-int random_width(Random& r) { return 1 << r.below(4); }
+int random_width(Random& r) {
+  return 1 << r.below(4);
+}
 
 void mutate_once(std::vector<uint8_t>& b, const BuiltGguf& seed, const std::vector<BuiltGguf>& seeds, Random& r) {
   const size_t size = b.size();
@@ -286,16 +288,22 @@ uint64_t call_getters(const GgufFile& f, const std::string& key, const Value& v)
     case ValueType::u8:
     case ValueType::u16:
     case ValueType::u32:
-    case ValueType::u64: return f.get_uint(key);
+    case ValueType::u64:
+      return f.get_uint(key);
     case ValueType::i8:
     case ValueType::i16:
     case ValueType::i32:
-    case ValueType::i64: return uint64_t(f.get_int(key));
+    case ValueType::i64:
+      return uint64_t(f.get_int(key));
     case ValueType::f32:
-    case ValueType::f64: return uint64_t(f.get_float(key) == 0);
-    case ValueType::boolean: return f.get_bool(key);
-    case ValueType::string: return f.get_string(key).size();
-    case ValueType::array: break;
+    case ValueType::f64:
+      return uint64_t(f.get_float(key) == 0);
+    case ValueType::boolean:
+      return f.get_bool(key);
+    case ValueType::string:
+      return f.get_string(key).size();
+    case ValueType::array:
+      break;
   }
   if (v.element_type == ValueType::string) return f.get_string_array(key).size();
   if (v.element_type == ValueType::f32 || v.element_type == ValueType::f64) return f.get_float_array(key).size();
@@ -363,7 +371,9 @@ void write_current_input() {
 
 #if defined(__SANITIZE_ADDRESS__)
 #if defined(__SANITIZE_ADDRESS__)
-void on_death() { write_current_input(); }
+void on_death() {
+  write_current_input();
+}
 #endif
 #endif
 
@@ -373,11 +383,15 @@ void on_signal(int signal) {
   std::raise(signal);
 }
 
+// Under ASan the sanitizer's own handlers report a SEGV, BUS or FPE with its stack trace and then
+// call the death callback; the fuzzer's handlers take only what it leaves alone.
 void install_failure_handlers() {
 #if defined(__SANITIZE_ADDRESS__)
   __sanitizer_set_death_callback(on_death);
-#endif
+  for (int s : {SIGILL, SIGABRT}) std::signal(s, on_signal);
+#else
   for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(s, on_signal);
+#endif
 }
 
 // --- the loop -------------------------------------------------------------------------------------
@@ -479,8 +493,8 @@ Outcome run_one(const std::vector<uint8_t>& input, const std::string& label) {
       tally(message);
       return Outcome::rejected;
     }
-    std::fprintf(stderr, "fuzz_gguf: FAILURE at %s: an invalid_argument without the file and byte: %s\n",
-                 label.c_str(), message.c_str());
+    std::fprintf(stderr, "fuzz_gguf: FAILURE at %s: an invalid_argument without the file and byte: %s\n", label.c_str(),
+                 message.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_gguf: FAILURE at %s: an exception other than invalid_argument: %s\n", label.c_str(),
                  e.what());
@@ -496,7 +510,9 @@ int replay(const Options& o) {
   const std::vector<uint8_t> input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const Outcome outcome = run_one(input, o.input);
   std::printf("fuzz_gguf: %s: %s\n", o.input.c_str(),
-              outcome == Outcome::parsed ? "parsed" : outcome == Outcome::rejected ? "rejected" : "FAILED");
+              outcome == Outcome::parsed     ? "parsed"
+              : outcome == Outcome::rejected ? "rejected"
+                                             : "FAILED");
   return outcome == Outcome::failed ? 1 : 0;
 }
 
@@ -538,10 +554,11 @@ int fuzz(const Options& o) {
     g_current.input = nullptr;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("fuzz_gguf: %llu iterations in %.1f s (%.0f/s): %llu parsed, %llu rejected with std::invalid_argument, "
-              "0 failures\n",
-              (unsigned long long)i, seconds, double(i) / std::max(seconds, 1e-9), (unsigned long long)counts[0],
-              (unsigned long long)counts[1]);
+  std::printf(
+      "fuzz_gguf: %llu iterations in %.1f s (%.0f/s): %llu parsed, %llu rejected with std::invalid_argument, "
+      "0 failures\n",
+      (unsigned long long)i, seconds, double(i) / std::max(seconds, 1e-9), (unsigned long long)counts[0],
+      (unsigned long long)counts[1]);
   print_tally();
   return 0;
 }

@@ -52,9 +52,13 @@ inline void put_le(std::vector<uint8_t>& out, uint64_t value, int width) {
   for (int i = 0; i < width; ++i) out.push_back(uint8_t(value >> (8 * i)));
 }
 /// Appends a u32.
-inline void put_u32(std::vector<uint8_t>& out, uint32_t value) { put_le(out, value, 4); }
+inline void put_u32(std::vector<uint8_t>& out, uint32_t value) {
+  put_le(out, value, 4);
+}
 /// Appends a u64.
-inline void put_u64(std::vector<uint8_t>& out, uint64_t value) { put_le(out, value, 8); }
+inline void put_u64(std::vector<uint8_t>& out, uint64_t value) {
+  put_le(out, value, 8);
+}
 /// Appends a GGUF string: u64 length, then the bytes.
 inline void put_string(std::vector<uint8_t>& out, const std::string& text) {
   put_u64(out, text.size());
@@ -156,8 +160,8 @@ class GgufWriter {
     uint64_t bytes = uint64_t(quant::row_bytes(type, ne.at(0)));
     for (size_t d = 1; d < ne.size(); ++d) bytes *= uint64_t(ne[d]);
     if (data.empty()) data = filler(bytes, tensors_.size());
-    if (data.size() != bytes) throw std::invalid_argument("gguf_writer: tensor " + name + " needs " +
-                                                          std::to_string(bytes) + " bytes of data");
+    if (data.size() != bytes)
+      throw std::invalid_argument("gguf_writer: tensor " + name + " needs " + std::to_string(bytes) + " bytes of data");
     Tensor t{name, uint32_t(type), {}, std::nullopt, std::move(data)};
     for (int64_t n : ne) t.ne.push_back(uint64_t(n));
     tensors_.push_back(std::move(t));
@@ -248,13 +252,21 @@ class GgufWriter {
     switch (type) {
       case ValueType::u8:
       case ValueType::i8:
-      case ValueType::boolean: put_le(out, uint64_t(value), 1); return;
+      case ValueType::boolean:
+        put_le(out, uint64_t(value), 1);
+        return;
       case ValueType::u16:
-      case ValueType::i16: put_le(out, uint64_t(value), 2); return;
+      case ValueType::i16:
+        put_le(out, uint64_t(value), 2);
+        return;
       case ValueType::u32:
-      case ValueType::i32: put_le(out, uint64_t(value), 4); return;
+      case ValueType::i32:
+        put_le(out, uint64_t(value), 4);
+        return;
       case ValueType::u64:
-      case ValueType::i64: put_le(out, uint64_t(value), 8); return;
+      case ValueType::i64:
+        put_le(out, uint64_t(value), 8);
+        return;
       case ValueType::f32: {
         uint32_t bits = 0;
         const float f = float(value);
@@ -269,7 +281,8 @@ class GgufWriter {
         put_u64(out, bits);
         return;
       }
-      default: throw std::invalid_argument("gguf_writer: put_scalar of a string or an array");
+      default:
+        throw std::invalid_argument("gguf_writer: put_scalar of a string or an array");
     }
   }
 

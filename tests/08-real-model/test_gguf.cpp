@@ -38,7 +38,9 @@ using test::GgufWriter;
 
 constexpr const char* kName = "fixture.gguf";
 
-GgufFile parse(const std::vector<uint8_t>& bytes) { return GgufFile::parse(bytes, kName); }
+GgufFile parse(const std::vector<uint8_t>& bytes) {
+  return GgufFile::parse(bytes, kName);
+}
 
 // The message of the std::invalid_argument that @p f throws ("" and a failure when none).
 std::string error_of(const std::function<void()>& f) {
@@ -76,7 +78,9 @@ T as(const Value& v) {
   return std::get<T>(v.data);
 }
 
-const std::vector<Value>& elements(const Value& v) { return std::get<std::vector<Value>>(v.data); }
+const std::vector<Value>& elements(const Value& v) {
+  return std::get<std::vector<Value>>(v.data);
+}
 
 // --- valid files ----------------------------------------------------------------------------------
 
@@ -249,10 +253,10 @@ TEST(GgufGetters, ErrorsNameTheFileTheKeyAndTheProblem) {
   check([&] { f.get_int("nope"); }, "nope", "missing");
   check([&] { f.get_string("nope"); }, "nope", "missing");
   check([&] { f.get_uint("string"); }, "string", "is string, not an integer");
-  check([&] { f.get_uint("i8"); }, "i8", "-128");                        // negative: no unsigned value
-  check([&] { f.get_int("u64"); }, "u64", "18446744073709551615");       // past INT64_MAX
+  check([&] { f.get_uint("i8"); }, "i8", "-128");                   // negative: no unsigned value
+  check([&] { f.get_int("u64"); }, "u64", "18446744073709551615");  // past INT64_MAX
   check([&] { f.get_int("f32"); }, "f32", "not an integer");
-  check([&] { f.get_uint("true"); }, "true", "not an integer");          // a bool is no integer
+  check([&] { f.get_uint("true"); }, "true", "not an integer");  // a bool is no integer
   check([&] { f.get_float("u32"); }, "u32", "not f32 or f64");
   check([&] { f.get_bool("u8"); }, "u8", "not bool");
   check([&] { f.get_string("u8"); }, "u8", "not string");
@@ -287,8 +291,8 @@ struct ExpectedTensor {
 };
 
 const std::vector<ExpectedTensor> kEveryType = {
-    {"f32", GgmlType::f32, {3}, 12},          {"f16", GgmlType::f16, {5, 2}, 20},
-    {"bf16", GgmlType::bf16, {2, 3, 2}, 24},  {"q4_0", GgmlType::q4_0, {64, 2, 1, 2}, 2 * 18 * 4},
+    {"f32", GgmlType::f32, {3}, 12},           {"f16", GgmlType::f16, {5, 2}, 20},
+    {"bf16", GgmlType::bf16, {2, 3, 2}, 24},   {"q4_0", GgmlType::q4_0, {64, 2, 1, 2}, 2 * 18 * 4},
     {"q4_1", GgmlType::q4_1, {32, 3}, 3 * 20}, {"q8_0", GgmlType::q8_0, {96}, 3 * 34},
     {"q8_1", GgmlType::q8_1, {32, 2}, 2 * 36},
 };
@@ -542,13 +546,13 @@ TEST(GgufErrors, OverlappingTensors) {
   built.bytes.resize((built.bytes.size() + 31) / 32 * 32 + 4096, 0);
   const std::string message = parse_error(built.bytes, built.at("offset:b"));
   EXPECT_CONTAINS(message, "tensor 'b'");
-  EXPECT_CONTAINS(message, "overlap tensor 'a'");
+  EXPECT_CONTAINS(message, "overlap those of tensor 'a'");
 
   GgufWriter same;
   same.add_tensor_info("x", uint32_t(GgmlType::f32), {8}, 0).add_tensor_info("y", uint32_t(GgmlType::f32), {8}, 0);
   built = same.build();
   built.bytes.resize(built.bytes.size() + 4096, 0);
-  EXPECT_CONTAINS(parse_error(built.bytes, built.at("offset:y")), "overlap tensor 'x'");
+  EXPECT_CONTAINS(parse_error(built.bytes, built.at("offset:y")), "overlap those of tensor 'x'");
 }
 
 TEST(GgufErrors, DuplicateTensorName) {
@@ -689,7 +693,8 @@ class Sha256 {
     }
     uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
     for (int i = 0; i < 64; ++i) {
-      const uint32_t t1 = h + (std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
+      const uint32_t t1 =
+          h + (std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
       const uint32_t t2 = (std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
       h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
     }
@@ -700,7 +705,9 @@ class Sha256 {
   uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 };
 
-std::span<const uint8_t> text(std::string_view s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+std::span<const uint8_t> text(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
 
 TEST(GgufRealModel, Sha256KnownAnswers) {
   EXPECT_EQ(Sha256::hex(text("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -719,13 +726,13 @@ GgufFile real_model() {
   return GgufFile::open(path);
 }
 
-#define OPEN_REAL_MODEL(file)                                      \
-  std::optional<GgufFile> file##_holder;                           \
-  try {                                                            \
-    file##_holder = real_model();                                  \
-  } catch (const std::exception& e) {                              \
-    FAIL() << e.what();                                            \
-  }                                                                \
+#define OPEN_REAL_MODEL(file)            \
+  std::optional<GgufFile> file##_holder; \
+  try {                                  \
+    file##_holder = real_model();        \
+  } catch (const std::exception& e) {    \
+    FAIL() << e.what();                  \
+  }                                      \
   const GgufFile& file = *file##_holder
 
 std::string hex_of(const std::string& s) {
@@ -741,11 +748,16 @@ std::string hex_of(const std::string& s) {
 // A scalar as gguf_dump.py encodes it: integers, bools, hex strings, IEEE bits of floats.
 nlohmann::json encoded(const Value& v) {
   switch (v.type) {
-    case ValueType::string: return hex_of(std::get<std::string>(v.data));
-    case ValueType::boolean: return std::get<bool>(v.data);
-    case ValueType::f32: return std::bit_cast<uint32_t>(float(std::get<double>(v.data)));
-    case ValueType::f64: return std::bit_cast<uint64_t>(std::get<double>(v.data));
-    default: break;
+    case ValueType::string:
+      return hex_of(std::get<std::string>(v.data));
+    case ValueType::boolean:
+      return std::get<bool>(v.data);
+    case ValueType::f32:
+      return std::bit_cast<uint32_t>(float(std::get<double>(v.data)));
+    case ValueType::f64:
+      return std::bit_cast<uint64_t>(std::get<double>(v.data));
+    default:
+      break;
   }
   if (const auto* u = std::get_if<uint64_t>(&v.data)) return *u;
   return std::get<int64_t>(v.data);
@@ -854,7 +866,7 @@ TEST(GgufRealModel, TheFactsOfRealModelMd) {
   const TensorInfo& embedding = f.tensor("token_embd.weight");
   EXPECT_EQ(embedding.type, GgmlType::q8_0);
   EXPECT_EQ(embedding.ne, (std::vector<int64_t>{576, 49152}));
-  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);  // tied: the logits use token_embd
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);                                // tied: the logits use token_embd
   EXPECT_EQ(f.tensor("blk.29.attn_k.weight").ne, (std::vector<int64_t>{576, 192}));  // 3 KV heads × 64
   EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").ne, (std::vector<int64_t>{1536, 576}));
   EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").type, GgmlType::q4_1);

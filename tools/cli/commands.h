@@ -25,5 +25,8 @@ int analyze(const std::vector<std::string>& args);
 /// `inferlab generate --model M (--prompt-ids IDS | --trace FILE) [options]`: token generation on a
 /// Llama model (chapter 07) — one prompt, or a JSON-lines trace through the serving engine.
 int generate(const std::vector<std::string>& args);
+/// `inferlab tokenize --model M (--text TEXT | --decode IDS) [--no-special]`: a GGUF model's
+/// byte-level BPE tokenizer (chapter 08, runtime/tokenizer) — text to ids, ids to text.
+int tokenize(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

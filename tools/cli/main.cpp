@@ -40,6 +40,8 @@ const char* kUsage = R"(usage: inferlab <command> [options]
                             generate token ids on a Llama model (llama2.c checkpoint or random:<preset>)
   generate --model M --trace FILE.jsonl [--out metrics.json] [--policy continuous|static] …
                             replay a request trace through the serving engine (generate --help)
+  tokenize --model smollm2 (--text TEXT | --decode IDS) [--no-special]
+                            a GGUF model's tokenizer: the ids of TEXT on one line, or the text of IDS
   help [COMMAND]            this text, or COMMAND's own usage (as COMMAND --help; every command has one)
 
 The ./inferlab launcher at the top of the source tree also offers: test, grade, student, bench, docs.
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
       {"versions", inferlab::cli::versions},
       {"analyze", inferlab::cli::analyze},
       {"generate", inferlab::cli::generate},
+      {"tokenize", inferlab::cli::tokenize},
   };
   const std::string first = argc < 2 ? "" : argv[1];
   if (first == "help" && argc >= 3 && commands.count(argv[2])) {
