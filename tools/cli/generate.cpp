@@ -3,6 +3,7 @@
 // serving engine with per-request metrics written as JSON.
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -23,7 +24,8 @@ namespace {
 
 const char* kGenerateUsage = R"(usage: inferlab generate --model M (--prompt-ids IDS | --trace FILE) [options]
 
-  --model M               models/stories260K.bin (a llama2.c checkpoint) or random:<preset>[,key=value…]
+  --model M               a GGUF file (models/SmolLM2-135M-Instruct.Q4_1.gguf), models/stories260K.bin (a
+                          llama2.c checkpoint) or random:<preset>[,key=value…]
                           (presets tiny, stories260K, bench; keys dim, hidden, layers, heads, kv_heads,
                           vocab, seq_len, seed, tied)
   --prompt-ids IDS        the prompt as comma- or space-separated token ids (1 = BOS)
@@ -41,7 +43,8 @@ const char* kGenerateUsage = R"(usage: inferlab generate --model M (--prompt-ids
   --max-seq-len N (the model's)   --simulated-clock
   --backend cpu|sim|cuda  where the model runs (default cpu); sim and cuda keep the weights and the KV
                           pool on the device (a single prompt then runs through the engine)
-  --weights f32|f16|bf16  the format the model's matrices are rounded to on load (default f32)
+  --weights f32|f16|bf16|q8_0|q4_0|q4_1   convert every matrix to this format on load (default: the
+                          file's own formats — fp32 for a llama2.c checkpoint, Q4_1/Q8_0 for SmolLM2's GGUF)
 )";
 
 int64_t integer(const Args& args, const std::string& name, int64_t fallback) {
@@ -141,8 +144,10 @@ int generate(const std::vector<std::string>& argv) {
                     "ids", "trace", "out", "policy", "block-size", "num-blocks", "max-seqs", "budget", "chunk",
                     "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "engine", "backend",
                     "weights"});
-  const model::LlamaModel m(
-      model::load_model(args.required("model"), parse_weight_format(args.get_or("weights", "f32"))));
+  // Without --weights the matrices keep the file's formats (a GGUF's Q4_1 / Q8_0, a checkpoint's fp32).
+  std::optional<WeightFormat> format;
+  if (args.has("weights")) format = parse_weight_format(args.required("weights"));
+  const model::LlamaModel m(model::load_model(args.required("model"), format));
   if (args.has("trace")) return replay(args, m);
 
   const engine::Request r = prompt_request(args, m);
