@@ -1,26 +1,36 @@
-// The quantized linear layer on the CPU (quant_matmul.h). Structure:
-//   the activations: each row quantized once (Q8_0 or Q8_1) into planar arrays — codes, the fp16
-//     scale widened to fp32, and the term a weight block's offset multiplies (Σq for Q4_0, s for Q4_1)
+// The quantized matmul on the CPU (quant_matmul.h): y = x · Wᵀ over Q8_0, Q4_0 or Q4_1 weights.
+//
+//   quantize each row of x once (Q8_0, or Q8_1 for Q4_1 weights), OpenMP over the rows
 //   outputs in chunks of kChunk, one OpenMP work item each
-//     rows in tiles of up to kTileRows
-//       each output of the chunk: tile() walks the weight row's blocks once, unpacking each block into
-//       registers once for all the tile's rows, and for each row adds the block's exact integer sum
-// Only the integer sum of a block depends on the kernel (scalar loops, AVX2 maddubs + madd, VNNI
-// dpbusd); the float arithmetic after it is one scalar code for all of them, so they agree bit for bit.
-#include <omp.h>
-
+//     rows in blocks of kRowBlock (their quantized blocks stay in cache while the chunk's weights pass)
+//       4-output groups × 4-row tiles (prefill), then 8-output groups × each leftover row (decode)
+//         per weight block: unpack the codes once for the tile, integer dot products with each row's
+//         block, 8 block sums gathered into one vector (a hadd tree), then acc = fma(d_w·d_x, Σ, acc)
+//         for the 8 (row, output) pairs side by side
+//
+// One output's arithmetic is fixed by quant_matmul.h's contract, so every tile shape and every
+// kernel here gives the same bits (scalar == avx2 == vnni, and a row's bits do not depend on the
+// batch): the integer sums are exact whatever instruction computes them, and the float operations
+// are the same fma chain over the blocks in order — a vector holds 8 (row, output) pairs, never
+// parts of one sum.
+//
+// Versions (medians on this lab's 2-core AVX-512 VM, shared, 2 threads; tests/08-real-model's log
+// prints the current GEMV figures):
+//   scalar      the reference: one output at a time, integer loops
+//   per-pair    (the first SIMD version) one hsum per (row, output, block) and the fma chain in
+//               scalar code: Q8_0 576 → 1536 GEMV 48 µs, Q4_1 64 × 576 → 1536 2.9 ms
+//   tiles       this file: 8 pairs' sums reduced together, the chain vectorized over the pairs:
+//               27 µs (1.8×) and 1.4 ms (2.1×), bit-identical to per-pair
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
+#include "common/ceil_div.h"
 #include "common/check.h"
 #include "common/half.h"
+#include "kernels/primitives/cpu_simd.h"  // <immintrin.h>, with GCC 12's header warnings silenced
 #include "kernels/quant/block_quant.h"
 #include "kernels/quant/quant_matmul.h"
 
@@ -34,234 +44,287 @@
 namespace inferlab::quant {
 namespace {
 
-constexpr int64_t kChunk = 32;  // outputs a work item
-constexpr int kTileRows = 4;    // activation rows sharing one unpacked weight block
-constexpr int kHalf = 16;       // bytes of a Q4 block's codes
+constexpr int64_t kChunk = 32;     // outputs per OpenMP work item (a multiple of both tiles' 4 and 8)
+constexpr int64_t kRowBlock = 64;  // rows per block: 64 quantized rows of 1536 values = 102 KiB
+constexpr int kHalf = int(kBlockValues / 2);
 
-// fp16 → fp32, exact in every path (F16C's conversion when the build has it).
-inline float half_to_float(const uint8_t* p) {
-  uint16_t bits;
-  std::memcpy(&bits, p, 2);
-#if defined(__F16C__)
-  return _cvtsh_ss(bits);
-#else
-  return half_bits_to_float(bits);
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// How a kernel reads one weight block of each format: its size, its scale (and minimum) as fp16
+// bits, code j as an integer (scalar) and the 32 codes as bytes in value order (SIMD: signed int8
+// for Q8_0 and Q4_0, unsigned 0–15 for Q4_1).
+struct WeightQ8_0 {
+  static constexpr int64_t kBytes = 34;
+  static constexpr bool kSigned = true, kMin = false;
+  static uint16_t d(const uint8_t* b) { return load_u16(b); }
+  static uint16_t m(const uint8_t*) { return 0; }
+  static int code(const uint8_t* b, int j) { return int8_t(b[2 + j]); }
+#if INFERLAB_QUANT_AVX2
+  static __m256i codes(const uint8_t* b) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+  }
 #endif
-}
-
-// One call's quantized activations, planar: row r's codes at q[r·in], its block b's scale at
-// d[r·blocks + b] and the extra term at t[r·blocks + b] — Σq as a float (Q4_0: the −8 offset's
-// term, −8·Σq, is added to the integer sum) or fp32(s) (Q4_1: m_w·s_x).
-struct Activations {
-  int64_t blocks = 0;
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int32_t> qsum;
-  std::vector<float> s;
-};
-
-Activations quantize_activations(const Tensor<float>& x, GgmlType w_type) {
-  const int64_t rows = x.dim(0), in = x.dim(1), blocks = in / kBlockValues;
-  Activations a;
-  a.blocks = blocks;
-  a.q.resize(size_t(rows * in));
-  a.d.resize(size_t(rows * blocks));
-  a.qsum.resize(size_t(rows * blocks));
-  if (w_type == GgmlType::q4_1) a.s.resize(size_t(rows * blocks));
-  BlockQ8_0 b8{};
-  BlockQ8_1 b81{};
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::span<const float> row(x.data() + r * in, size_t(in));
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int8_t* qs = nullptr;
-      uint16_t d = 0;
-      if (w_type == GgmlType::q4_1) {
-        quantize_row_q8_1(row.subspan(size_t(b * kBlockValues), kBlockValues), std::span(&b81, 1));
-        qs = b81.qs;
-        d = b81.d;
-        a.s[size_t(r * blocks + b)] = half_bits_to_float(b81.s);
-      } else {
-        quantize_row_q8_0(row.subspan(size_t(b * kBlockValues), kBlockValues), std::span(&b8, 1));
-        qs = b8.qs;
-        d = b8.d;
-      }
-      int32_t sum = 0;
-      for (int j = 0; j < kBlockValues; ++j) sum += qs[j];
-      std::memcpy(a.q.data() + r * in + b * kBlockValues, qs, kBlockValues);
-      a.d[size_t(r * blocks + b)] = half_bits_to_float(d);
-      a.qsum[size_t(r * blocks + b)] = sum;
-    }
-  }
-  return a;
-}
-
-// ---- integer block sums, one struct per kernel: load() unpacks a weight block, dot() sums it
-// against 32 activation codes. Q8_0's codes are signed; Q4_0's and Q4_1's are the raw nibbles 0…15
-// (Q4_0's −8 is applied by the caller through Σq_x, exactly).
-
-struct ScalarKernel {
-  struct W {
-    int8_t v[32];
-  };
-  template <GgmlType T>
-  static W load(const uint8_t* block) {
-    W w;
-    if constexpr (T == GgmlType::q8_0) {
-      std::memcpy(w.v, block + 2, 32);
-    } else {
-      const uint8_t* qs = block + (T == GgmlType::q4_1 ? 4 : 2);
-      for (int j = 0; j < kHalf; ++j) {
-        w.v[j] = int8_t(qs[j] & 15);
-        w.v[j + kHalf] = int8_t(qs[j] >> 4);
-      }
-    }
-    return w;
-  }
-  template <GgmlType T>
-  static int32_t dot(const W& w, const int8_t* x) {
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += int32_t(w.v[j]) * int32_t(x[j]);
-    return sum;
-  }
 };
 
 #if INFERLAB_QUANT_AVX2
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
+// The 16 bytes of a Q4 block as 32 codes 0–15 in value order: the low nibbles (values 0–15) in the
+// vector's first 16 bytes, the high nibbles (values 16–31) in its last 16.
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(both, _mm256_set1_epi8(15));
+}
+#endif
+
+inline int nibble(const uint8_t* qs, int j) {
+  return j < kHalf ? qs[j] & 15 : qs[j - kHalf] >> 4;
 }
 
-// A weight block in a register: Q8_0 as |w| (unsigned bytes; |−128| = 128 fits) with the sign kept
-// in w itself, Q4 as the 32 nibbles in value order (low nibbles are values 0–15, high 16–31).
-template <GgmlType T>
-inline __m256i load_block(const uint8_t* block) {
-  if constexpr (T == GgmlType::q8_0) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-  } else {
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + (T == GgmlType::q4_1 ? 4 : 2)));
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);
-    return _mm256_and_si256(both, _mm256_set1_epi8(15));
+struct WeightQ4_0 {
+  static constexpr int64_t kBytes = 18;
+  static constexpr bool kSigned = true, kMin = false;
+  static uint16_t d(const uint8_t* b) { return load_u16(b); }
+  static uint16_t m(const uint8_t*) { return 0; }
+  static int code(const uint8_t* b, int j) { return nibble(b + 2, j) - 8; }
+#if INFERLAB_QUANT_AVX2
+  static __m256i codes(const uint8_t* b) {
+    return _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
   }
+#endif
+};
+
+struct WeightQ4_1 {
+  static constexpr int64_t kBytes = 20;
+  static constexpr bool kSigned = false, kMin = true;
+  static uint16_t d(const uint8_t* b) { return load_u16(b); }
+  static uint16_t m(const uint8_t* b) { return load_u16(b + 2); }
+  static int code(const uint8_t* b, int j) { return nibble(b + 4, j); }
+#if INFERLAB_QUANT_AVX2
+  static __m256i codes(const uint8_t* b) {
+    return nibbles(b + 4);
+  }
+#endif
+};
+
+// s of an activation block: Q8_1 has one; Q8_0 activations meet only weights without a minimum.
+inline uint16_t act_s(const BlockQ8_0&) {
+  return 0;
+}
+inline uint16_t act_s(const BlockQ8_1& x) {
+  return x.s;
 }
 
-struct Avx2Kernel {
-  using W = __m256i;
-  template <GgmlType T>
-  static W load(const uint8_t* block) {
-    return load_block<T>(block);
+// ---- scalar: the contract's arithmetic written plainly, one output at a time ----
+
+template <class W, class X>
+float dot_scalar(const uint8_t* w_row, const X* x_row, int64_t blocks) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* wb = w_row + b * W::kBytes;
+    const X& xb = x_row[b];
+    // The codes first, into an int8 array: GCC 12.2 at -O3 -march=native (AVX512-VNNI) compiles
+    // the fused loop Σ int8_t(uint8 byte)·int8 into vpdpbusd, which takes the bytes as unsigned —
+    // wrong sums for every negative Q8_0 code (a 6-line reproducer gave 40656 for −4400). Over two
+    // int8 arrays it vectorizes correctly.
+    int8_t codes[kBlockValues];
+    for (int j = 0; j < kBlockValues; ++j) codes[j] = int8_t(W::code(wb, j));
+    int32_t sum = 0;
+    for (int j = 0; j < kBlockValues; ++j) sum += int32_t(codes[j]) * int32_t(xb.qs[j]);
+    const float dd = half_bits_to_float(W::d(wb)) * half_bits_to_float(xb.d);  // exact: fp16 × fp16
+    acc = std::fma(dd, float(sum), acc);
+    if constexpr (W::kMin) acc = std::fma(half_bits_to_float(W::m(wb)), half_bits_to_float(act_s(xb)), acc);
   }
-  template <GgmlType T>
-  static int32_t dot(W w, const int8_t* xp) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp));
-    __m256i pairs;
-    if constexpr (T == GgmlType::q8_0) {
-      // |w| · (x with w's sign): each pair ≤ 2·128·127 < 2^15, no saturation.
-      pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-    } else {
-      pairs = _mm256_maddubs_epi16(w, x);  // nibbles ≤ 15: each pair ≤ 2·15·128
-    }
-    return hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  return acc;
+}
+
+template <class W, class X>
+void run_scalar(const X* act, int64_t rows, const BlockMatrix& w, float* y, bool parallel) {
+  const int64_t blocks = w.in / kBlockValues, row_bytes = blocks * W::kBytes, out = w.out;
+  const int64_t chunks = ceil_div(out, kChunk);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = c * kChunk; o < std::min(out, (c + 1) * kChunk); ++o)
+        y[r * out + o] = dot_scalar<W>(w.bytes.data() + o * row_bytes, act + r * blocks, blocks);
+}
+
+#if INFERLAB_QUANT_AVX2
+
+// The int32 lanes of one block's product: lane i holds Σ of the products of bytes 4i … 4i+3.
+// Both instructions take one unsigned operand, so signed weights use the sign trick (|w| as u8
+// times x with w's sign): |w| ≤ 128 and |x| ≤ 127, so maddubs' int16 pairs (≤ 32512) never saturate.
+struct DotAvx2 {
+  template <bool kSigned>
+  static __m256i dot(__m256i w, __m256i x) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if constexpr (kSigned)
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones);
+    else
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
   }
 };
-#endif
 
 #if INFERLAB_QUANT_VNNI
-inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+inline __m256i dpbusd(__m256i u8, __m256i s8) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(acc, u, s);
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8);
 #else
-  return _mm256_dpbusd_avx_epi32(acc, u, s);
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u8, s8);
 #endif
 }
-
-struct VnniKernel {
-  using W = __m256i;
-  template <GgmlType T>
-  static W load(const uint8_t* block) {
-    return load_block<T>(block);
-  }
-  template <GgmlType T>
-  static int32_t dot(W w, const int8_t* xp) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp));
-    const __m256i zero = _mm256_setzero_si256();
-    if constexpr (T == GgmlType::q8_0) {
-      return hsum_i32(dpbusd(zero, _mm256_abs_epi8(w), _mm256_sign_epi8(x, w)));
-    } else {
-      return hsum_i32(dpbusd(zero, w, x));
-    }
+struct DotVnni {
+  template <bool kSigned>
+  static __m256i dot(__m256i w, __m256i x) {
+    if constexpr (kSigned)
+      return dpbusd(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    else
+      return dpbusd(w, x);
   }
 };
 #endif
 
-// Outputs of one weight row @p wrow (@p blocks blocks of type T) for @p R activation rows from
-// @p r0: y[r · out_stride] for r < R. The float arithmetic of quant_matmul.h's contract.
-template <class K, GgmlType T, int R>
-void tile(const uint8_t* wrow, const Activations& a, int64_t in, int64_t r0, float* y, int64_t out_stride) {
-  constexpr int64_t kBytes = T == GgmlType::q8_0 ? 34 : T == GgmlType::q4_0 ? 18 : 20;
-  const int64_t blocks = a.blocks;
-  float acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  const int8_t* xq = a.q.data() + r0 * in;
-  const float* xd = a.d.data() + r0 * blocks;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = wrow + b * kBytes;
-    const float dw = half_to_float(block);
-    const typename K::W w = K::template load<T>(block);
-    for (int r = 0; r < R; ++r) {
-      int32_t sum = K::template dot<T>(w, xq + r * in + b * kBlockValues);
-      if constexpr (T == GgmlType::q4_0) sum -= 8 * a.qsum[size_t((r0 + r) * blocks + b)];
-      acc[r] = std::fma(dw * xd[r * blocks + b], float(sum), acc[r]);
-      if constexpr (T == GgmlType::q4_1)
-        acc[r] = std::fma(half_to_float(block + 2), a.s[size_t((r0 + r) * blocks + b)], acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r * out_stride] = acc[r];
+// Lane k = the sum of the 8 lanes of p[k]: two rounds of hadd within each 128-bit half, then the
+// halves added across.
+inline __m256i reduce8(const __m256i p[8]) {
+  const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-template <class K, GgmlType T>
-void run(const Activations& a, const BlockMatrix& w, Tensor<float>& y, int64_t rows) {
-  const int64_t out = w.out, in = w.in, rb = row_bytes(T, in);
-  const int64_t chunks = (out + kChunk - 1) / kChunk;
-  // Threads only when there is work for them (waking them costs a few microseconds).
-  const bool parallel = rows * out * in >= (int64_t{1} << 18);
+// The outputs' factor of a vector of pairs, from @p kCount fp16 values at @p h: the 8 of them (one
+// row × 8 outputs), or the 4 twice (two rows × 4 outputs).
+template <int kCount>
+inline __m256 output_factor(const uint16_t* h) {
+  if constexpr (kCount == 8) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+  } else {
+    const __m128 four = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(h)));
+    return _mm256_set_m128(four, four);
+  }
+}
+
+// The rows' factor: with 8 outputs a vector is one row (its value broadcast), with 4 it is two rows
+// (each over its half).
+template <int O>
+inline __m256 row_factor(uint16_t first, uint16_t second) {
+  if constexpr (O == 8) return _mm256_set1_ps(_cvtsh_ss(first));
+  return _mm256_set_m128(_mm_set1_ps(_cvtsh_ss(second)), _mm_set1_ps(_cvtsh_ss(first)));
+}
+
+// out[r·O + o] = row r of x · row o of W for an R × O tile: @p w_rows the O weight rows, @p x_rows
+// the R quantized activation rows. Lane k of vector g is the pair (g·8/O + k / O, k % O).
+template <class W, class X, class Dot, int R, int O>
+void tile_simd(const uint8_t* const* w_rows, const X* const* x_rows, int64_t blocks, float* out) {
+  static_assert(O == 4 || O == 8, "a vector holds 8 pairs: 1 row × 8 outputs or 2 rows × 4");
+  constexpr int kRowsPerVec = 8 / O, kVecs = R / kRowsPerVec;
+  static_assert(R % kRowsPerVec == 0, "whole vectors of pairs");
+  __m256 acc[kVecs];
+  for (int g = 0; g < kVecs; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i wq[O];
+    alignas(16) uint16_t wd[8] = {}, wm[8] = {};
+    for (int o = 0; o < O; ++o) {
+      const uint8_t* wb = w_rows[o] + b * W::kBytes;
+      wq[o] = W::codes(wb);
+      wd[o] = W::d(wb);
+      if constexpr (W::kMin) wm[o] = W::m(wb);
+    }
+    const __m256 dw = output_factor<O>(wd);
+    for (int g = 0; g < kVecs; ++g) {
+      __m256i sums[8];
+      for (int rr = 0; rr < kRowsPerVec; ++rr) {
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_rows[g * kRowsPerVec + rr][b].qs));
+        for (int o = 0; o < O; ++o) sums[rr * O + o] = Dot::template dot<W::kSigned>(wq[o], xq);
+      }
+      const X& x0 = x_rows[g * kRowsPerVec][b];
+      const X& x1 = x_rows[g * kRowsPerVec + kRowsPerVec - 1][b];
+      const __m256 dd = _mm256_mul_ps(dw, row_factor<O>(x0.d, x1.d));  // exact: fp16 × fp16
+      acc[g] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(reduce8(sums)), acc[g]);
+      if constexpr (W::kMin)
+        acc[g] = _mm256_fmadd_ps(output_factor<O>(wm), row_factor<O>(act_s(x0), act_s(x1)), acc[g]);
+    }
+  }
+  for (int g = 0; g < kVecs; ++g) _mm256_storeu_ps(out + g * 8, acc[g]);
+}
+
+template <class W, class X, class Dot>
+void run_simd(const X* act, int64_t rows, const BlockMatrix& w, float* y, bool parallel) {
+  const int64_t blocks = w.in / kBlockValues, row_bytes = blocks * W::kBytes, out = w.out;
+  const int64_t chunks = ceil_div(out, kChunk);
+  const uint8_t* base = w.bytes.data();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t o0 = c * kChunk, o1 = std::min(out, o0 + kChunk);
-    for (int64_t r = 0; r < rows; r += kTileRows) {
-      const int64_t R = std::min<int64_t>(kTileRows, rows - r);
-      for (int64_t o = o0; o < o1; ++o) {
-        const uint8_t* wrow = w.bytes.data() + o * rb;
-        float* yp = y.data() + r * out + o;
-        switch (R) {
-          case 4:
-            tile<K, T, 4>(wrow, a, in, r, yp, out);
-            break;
-          case 3:
-            tile<K, T, 3>(wrow, a, in, r, yp, out);
-            break;
-          case 2:
-            tile<K, T, 2>(wrow, a, in, r, yp, out);
-            break;
-          default:
-            tile<K, T, 1>(wrow, a, in, r, yp, out);
-            break;
+    const int64_t o_begin = c * kChunk, o_end = std::min(out, o_begin + kChunk);
+    // Weight rows o … o + n − 1; past the chunk's end its last row again (computed, never stored).
+    auto weight_rows = [&](int64_t o, int n, const uint8_t** rows_out) {
+      for (int k = 0; k < n; ++k) rows_out[k] = base + std::min(o + k, o_end - 1) * row_bytes;
+    };
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+      const int64_t r_end = std::min(rows, r0 + kRowBlock), r_tiles_end = r0 + (r_end - r0) / 4 * 4;
+      // Prefill: 4 rows × 4 outputs, each weight block unpacked once for the 4 rows.
+      for (int64_t o = o_begin; o < o_end; o += 4) {
+        const uint8_t* wr[4];
+        weight_rows(o, 4, wr);
+        const int64_t n = std::min<int64_t>(4, o_end - o);
+        for (int64_t r = r0; r < r_tiles_end; r += 4) {
+          const X* xr[4] = {act + r * blocks, act + (r + 1) * blocks, act + (r + 2) * blocks, act + (r + 3) * blocks};
+          float t[16];
+          tile_simd<W, X, Dot, 4, 4>(wr, xr, blocks, t);
+          for (int k = 0; k < 4; ++k) std::copy_n(t + k * 4, n, y + (r + k) * out + o);
         }
       }
+      // Decode, and a block's leftover rows: 1 row × 8 outputs.
+      for (int64_t r = r_tiles_end; r < r_end; ++r)
+        for (int64_t o = o_begin; o < o_end; o += 8) {
+          const uint8_t* wr[8];
+          weight_rows(o, 8, wr);
+          const X* xr[1] = {act + r * blocks};
+          float t[8];
+          tile_simd<W, X, Dot, 1, 8>(wr, xr, blocks, t);
+          std::copy_n(t, std::min<int64_t>(8, o_end - o), y + r * out + o);
+        }
     }
   }
 }
 
-template <class K>
-void run_type(const Activations& a, const BlockMatrix& w, Tensor<float>& y, int64_t rows) {
-  switch (w.type) {
-    case GgmlType::q8_0:
-      return run<K, GgmlType::q8_0>(a, w, y, rows);
-    case GgmlType::q4_0:
-      return run<K, GgmlType::q4_0>(a, w, y, rows);
+#endif  // INFERLAB_QUANT_AVX2
+
+void quantize_into(std::span<const float> x, std::span<BlockQ8_0> y) {
+  quantize_row_q8_0(x, y);
+}
+void quantize_into(std::span<const float> x, std::span<BlockQ8_1> y) {
+  quantize_row_q8_1(x, y);
+}
+
+template <class W, class X>
+void run(const Tensor<float>& x, const BlockMatrix& w, Tensor<float>& y, QuantKernel kernel) {
+  const int64_t rows = x.dim(0), in = w.in, blocks = in / kBlockValues;
+  // Each activation row quantized once per call, into a buffer kept between calls (no allocation
+  // per decode step). Its pointer is taken here: inside the parallel regions `act` would name each
+  // worker thread's own (empty) buffer.
+  thread_local std::vector<X> act;
+  act.resize(size_t(rows * blocks));
+  X* const a = act.data();
+#pragma omp parallel for schedule(static) if (rows * in >= (int64_t{1} << 16))
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_into(std::span(x.data() + r * in, size_t(in)), std::span(a + r * blocks, size_t(blocks)));
+  // Threads only when there is work for them (as linear_cpu): waking them costs microseconds.
+  const bool parallel = rows * w.out * in >= (int64_t{1} << 18);
+  switch (kernel) {
+#if INFERLAB_QUANT_AVX2
+    case QuantKernel::avx2:
+      return run_simd<W, X, DotAvx2>(a, rows, w, y.data(), parallel);
+#if INFERLAB_QUANT_VNNI
+    case QuantKernel::vnni:
+      return run_simd<W, X, DotVnni>(a, rows, w, y.data(), parallel);
+#endif
+#endif
     default:
-      return run<K, GgmlType::q4_1>(a, w, y, rows);
+      return run_scalar<W, X>(a, rows, w, y.data(), parallel);
   }
 }
 
@@ -314,30 +377,25 @@ std::vector<QuantKernel> available_quant_kernels() {
 
 void quant_matmul_cpu(const Tensor<float>& x, const BlockMatrix& w, Tensor<float>& y, QuantKernel kernel) {
   require(w.type == GgmlType::q8_0 || w.type == GgmlType::q4_0 || w.type == GgmlType::q4_1, "w.type", to_string(w.type),
-          "must be Q8_0, Q4_0 or Q4_1");
-  require(w.in > 0 && w.in % kBlockValues == 0, "w.in", w.in, "must be a positive multiple of 32");
+          "must be Q8_0, Q4_0 or Q4_1 (the weight formats with a quantized matmul)");
+  require(w.in > 0 && w.in % kBlockValues == 0, "w.in", w.in, "must be a positive multiple of 32 (whole blocks)");
   require(w.out >= 0, "w.out", w.out, "must be >= 0");
   const int64_t want = w.out * row_bytes(w.type, w.in);
   require(int64_t(w.bytes.size()) == want, "w.bytes.size()", w.bytes.size(),
-          "must be out · row_bytes(type, in) = " + std::to_string(want));
+          "must be out · row_bytes(" + std::string(to_string(w.type)) + ", in) = " + std::to_string(want));
   check_rank(x, 2, "x");
-  require(x.dim(1) == w.in, "x.shape[1]", x.dim(1), "must equal w.in = " + std::to_string(w.in));
+  require(x.dim(1) == w.in, "x.shape[1]", x.dim(1),
+          "must equal the weights' input size w.in = " + std::to_string(w.in));
   check_shape(y, {x.dim(0), w.out}, "y");
-  require(is_available(kernel), "kernel", to_string(kernel), "is not available in this build");
-  const int64_t rows = x.dim(0);
-  if (rows == 0 || w.out == 0) return;
-  const Activations a = quantize_activations(x, w.type);
-  switch (kernel) {
-#if INFERLAB_QUANT_VNNI
-    case QuantKernel::vnni:
-      return run_type<VnniKernel>(a, w, y, rows);
-#endif
-#if INFERLAB_QUANT_AVX2
-    case QuantKernel::avx2:
-      return run_type<Avx2Kernel>(a, w, y, rows);
-#endif
+  require(is_available(kernel), "kernel", to_string(kernel), "is not available in this build (see is_available())");
+  if (x.dim(0) == 0 || w.out == 0) return;
+  switch (w.type) {
+    case GgmlType::q8_0:
+      return run<WeightQ8_0, BlockQ8_0>(x, w, y, kernel);
+    case GgmlType::q4_0:
+      return run<WeightQ4_0, BlockQ8_0>(x, w, y, kernel);
     default:
-      return run_type<ScalarKernel>(a, w, y, rows);
+      return run<WeightQ4_1, BlockQ8_1>(x, w, y, kernel);
   }
 }
 

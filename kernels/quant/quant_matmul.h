@@ -14,12 +14,12 @@
 ///
 /// The arithmetic of one output, the same in every kernel and every tile (the contract that makes
 /// the kernels bit-identical to each other and the layer batch-invariant): the integer sum of a
-/// block is exact (|Σ| < 2^24, so its float conversion is too; Q4_0's offset enters it as −8·Σq_x),
-/// d_w·d_x is an exact fp32 product of two fp16 values, and the blocks are accumulated in order,
-/// acc = fma(d_w·d_x, Σ, acc) and for Q4_1 then acc = fma(m_w, s_x, acc), from acc = 0. The SIMD
-/// kernels only compute the integer sums (exact whatever the instructions); the float steps are the
-/// same scalar code in every kernel and tile, so a row's bits depend only on that row and W, whatever
-/// the number of rows in the call or where the row sits.
+/// block is exact (|Σ| < 2^24, so its float conversion is too), d_w·d_x is an exact fp32 product of
+/// two fp16 values, and the blocks are accumulated in order, acc = fma(d_w·d_x, Σ, acc) and for Q4_1
+/// then acc = fma(m_w, s_x, acc), from acc = 0. The SIMD kernels vectorize over outputs — a vector
+/// holds 8 (row, output) pairs, each lane running that chain — never over the blocks of one sum, so
+/// a row's bits depend only on that row and W, whatever the number of rows in the call or where the
+/// row sits.
 ///
 /// Cost: 2·rows·out·in FLOPs; W's real bytes (out · row_bytes(type, in)) read once, x read and y
 /// written once in fp32 (quant_matmul_cost()). At batch 1 the weight bytes are the whole cost:
@@ -69,8 +69,9 @@ std::vector<QuantKernel> available_quant_kernels();
 
 /// y = x · Wᵀ: @p x is [rows, in] fp32, @p w [out, in] block-quantized, @p y [rows, out] fp32
 /// (the file comment's arithmetic). Each activation row is quantized once (activation_type());
-/// OpenMP threads take chunks of 32 outputs; the rows go in tiles of up to 4, each weight block
-/// loaded and unpacked once for all the tile's rows (a call of one row is the GEMV: a tile of 1). Throws
+/// OpenMP threads take chunks of 32 outputs; rows go in tiles of 4 rows × 4 outputs (prefill: each
+/// weight block loaded and unpacked once for the tile's 4 rows), the rows left over — all of them in
+/// a decode call — in tiles of 1 row × 8 outputs (the GEMV); both give the same bits. Throws
 /// std::invalid_argument naming the argument when w.type is not Q8_0, Q4_0 or Q4_1, w.in is not a
 /// positive multiple of 32, w.bytes.size() is not out · row_bytes(type, in), a shape does not
 /// match, or @p kernel is not available.

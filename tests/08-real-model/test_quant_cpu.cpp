@@ -130,55 +130,111 @@ Tensor<double> oracle(const Tensor<float>& x, GgmlType type, const std::vector<u
   return y;
 }
 
+// The bound on |Σ ŵ·x − Σ ŵ·x̂| for one output: the activations' quantization error. A Q8 block of x
+// with amax = max|x| has |x − x̂| ≤ e = d·(0.5 + 127·2^−11 + 2^−20), d = amax/127 (the round-trip
+// bound above), so the output moves by at most Σ_b e_b · Σ_{j∈b} |ŵ_j|. For Q4_1 the kernel's
+// m_w·s_x uses s = fp16(d·Σq) where the dequantized x̂ gives fp16(d)·Σq: they differ by at most
+// 2·2^−11·d·|Σq| (d's rounding and s's), times |m_w|.
+double activation_bound(GgmlType type, std::span<const uint8_t> w_row, std::span<const float> x, int64_t in) {
+  const std::vector<double> w = quant::dequantize_row_f64(type, w_row, in);
+  const GgmlType xt = quant::activation_type(type);
+  const std::vector<uint8_t> xq = quantize(xt, x);
+  double bound = 0.0;
+  for (int64_t b = 0; b < in / 32; ++b) {
+    double amax = 0.0, w_abs = 0.0;
+    for (int j = 0; j < 32; ++j) {
+      amax = std::max(amax, std::fabs(double(x[size_t(b * 32 + j)])));
+      w_abs += std::fabs(w[size_t(b * 32 + j)]);
+    }
+    const double d = amax / 127.0;
+    bound += d * (0.5 + 127.0 / 2048.0 + 1.0 / (1 << 20)) * w_abs + 1e-12;
+    if (type == GgmlType::q4_1) {
+      quant::BlockQ8_1 xb;
+      std::memcpy(&xb, xq.data() + b * 36, 36);
+      quant::BlockQ4_1 wb;
+      std::memcpy(&wb, w_row.data() + b * 20, 20);
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) sum += xb.qs[j];
+      bound += std::fabs(double(half_bits_to_float(wb.m))) * 2.0 / 2048.0 * d * std::abs(sum) + 1e-12;
+    }
+  }
+  return bound;
+}
+
 TEST(QuantCpu, MatmulMatchesFloat64OracleAndKernelsAgreeBitForBit) {
   SeededRng rng;
-  const int64_t in = 32 * 9, out = 37;
-  for (const GgmlType type : kWeightTypes)
-    for (const int64_t rows : {1, 3, 17, 64}) {
-      const Tensor<float> x = rng.normal_tensor({rows, in}), wf = rng.normal_tensor({out, in});
-      std::vector<uint8_t> w(size_t(out * quant::row_bytes(type, in)));
-      for (int64_t o = 0; o < out; ++o)
-        quant::quantize_row(type, std::span(wf.data() + o * in, size_t(in)),
-                            std::span(w.data() + o * quant::row_bytes(type, in), size_t(quant::row_bytes(type, in))));
-      const quant::BlockMatrix m{type, out, in, w};
-      const Tensor<double> want = oracle(x, type, w, out);
-      Tensor<float> ref({rows, out});
-      ref.poison();
-      quant::quant_matmul_cpu(x, m, ref, quant::QuantKernel::scalar);
-      for (int64_t i = 0; i < rows * out; ++i)
-        ASSERT_NEAR(ref.data()[i], want.data()[i], 1e-5 * (1.0 + std::fabs(want.data()[i])))
-            << quant::to_string(type) << " rows " << rows << " element " << i;
-      for (const quant::QuantKernel k : quant::available_quant_kernels()) {
-        Tensor<float> y({rows, out});
-        y.poison();
-        quant::quant_matmul_cpu(x, m, y, k);
-        EXPECT_EQ(std::memcmp(y.data(), ref.data(), size_t(rows * out) * 4), 0)
-            << quant::to_string(k) << " != scalar, " << quant::to_string(type) << " rows " << rows;
+  // in = 32·k for odd k (one block, 9, 17), out odd and across the 32-output chunks, rows across the
+  // 4-row tiles and the 64-row blocks (1, 3, 17, 64, 70: leftover rows of every count).
+  for (const auto& [in, out] : {std::pair<int64_t, int64_t>{32, 9}, {32 * 9, 37}, {32 * 17, 70}})
+    for (const GgmlType type : kWeightTypes)
+      for (const int64_t rows : {1, 3, 17, 64, 70}) {
+        const Tensor<float> x = rng.normal_tensor({rows, in}), wf = rng.normal_tensor({out, in});
+        const int64_t rb = quant::row_bytes(type, in);
+        std::vector<uint8_t> w(size_t(out * rb));
+        for (int64_t o = 0; o < out; ++o)
+          quant::quantize_row(type, std::span(wf.data() + o * in, size_t(in)),
+                              std::span(w.data() + o * rb, size_t(rb)));
+        const quant::BlockMatrix m{type, out, in, w};
+        const Tensor<double> want = oracle(x, type, w, out);
+        Tensor<float> ref({rows, out});
+        ref.poison();
+        quant::quant_matmul_cpu(x, m, ref, quant::QuantKernel::scalar);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = 0; o < out; ++o) {
+            const int64_t i = r * out + o;
+            // The kernel's arithmetic, in double: only the fp32 accumulation differs.
+            ASSERT_NEAR(ref.data()[i], want.data()[i], 1e-5 * (1.0 + std::fabs(want.data()[i])))
+                << quant::to_string(type) << " in " << in << " rows " << rows << " element " << i;
+            // The dequantized weights against the exact activations: within the activations' bound.
+            const std::span<const float> xr(x.data() + r * in, size_t(in));
+            const std::span<const uint8_t> wr(w.data() + o * rb, size_t(rb));
+            std::vector<double> xd(xr.begin(), xr.end());
+            const double exact = quant::dot_f64(quant::dequantize_row_f64(type, wr, in), xd);
+            ASSERT_LE(std::fabs(ref.data()[i] - exact),
+                      activation_bound(type, wr, xr, in) + 1e-5 * (1.0 + std::fabs(want.data()[i])))
+                << quant::to_string(type) << " in " << in << " rows " << rows << " element " << i;
+          }
+        for (const quant::QuantKernel k : quant::available_quant_kernels()) {
+          Tensor<float> y({rows, out});
+          y.poison();
+          quant::quant_matmul_cpu(x, m, y, k);
+          EXPECT_EQ(std::memcmp(y.data(), ref.data(), size_t(rows * out) * 4), 0)
+              << quant::to_string(k) << " != scalar, " << quant::to_string(type) << " in " << in << " rows " << rows;
+        }
       }
-    }
 }
 
 TEST(QuantCpu, MatmulIsBatchInvariant) {
+  // As tests/07-continuous-batching/linear_invariance_check.h: one call of N = 80 rows, then every
+  // M in 1 … 70 at offsets 0, 1, N − M and a random one (sub-batches crossing the 4-row tiles and the
+  // 64-row block), each row compared with memcmp, outputs poisoned first; through linear_cpu (the
+  // model's path) and every kernel.
   SeededRng rng;
-  const int64_t in = 32 * 5, out = 41, N = 40;
+  const int64_t in = 32 * 5, out = 41, N = 80;
   for (const GgmlType type : kWeightTypes) {
-    const Weight w = Weight::convert(rng.normal_tensor({out, in}),
-                                     WeightFormat(int(WeightFormat::q8_0) + (type == GgmlType::q4_0   ? 1
-                                                                             : type == GgmlType::q4_1 ? 2
-                                                                                                      : 0)));
+    const WeightFormat format = type == GgmlType::q8_0   ? WeightFormat::q8_0
+                                : type == GgmlType::q4_0 ? WeightFormat::q4_0
+                                                         : WeightFormat::q4_1;
+    const Weight w = Weight::convert(rng.normal_tensor({out, in}), format);
     const Tensor<float> x = rng.normal_tensor({N, in});
-    Tensor<float> big({N, out});
-    big.poison();
-    linear_cpu(x, w, big);
-    for (int64_t M = 1; M <= N; ++M)
-      for (const int64_t off : {int64_t(0), N - M, rng.integer(0, N - M)}) {
-        Tensor<float> xs({M, in}), y({M, out});
-        std::copy_n(x.data() + off * in, M * in, xs.data());
-        y.poison();
-        linear_cpu(xs, w, y);
-        ASSERT_EQ(std::memcmp(y.data(), big.data() + off * out, size_t(M * out) * 4), 0)
-            << quant::to_string(type) << " M " << M << " offset " << off;
-      }
+    for (const quant::QuantKernel k : quant::available_quant_kernels()) {
+      auto linear = [&](const Tensor<float>& xs, Tensor<float>& y) {
+        if (k == quant::best_quant_kernel()) return linear_cpu(xs, w, y);
+        quant::quant_matmul_cpu(xs, w.block_matrix(), y, k);
+      };
+      Tensor<float> big({N, out});
+      big.poison();
+      linear(x, big);
+      for (int64_t M = 1; M <= 70; ++M)
+        for (const int64_t off : {int64_t(0), int64_t(1), N - M, rng.integer(0, N - M)}) {
+          Tensor<float> xs({M, in}), y({M, out});
+          std::copy_n(x.data() + off * in, M * in, xs.data());
+          y.poison();
+          linear(xs, y);
+          ASSERT_EQ(std::memcmp(y.data(), big.data() + off * out, size_t(M * out) * 4), 0)
+              << quant::to_string(type) << " " << quant::to_string(k) << " M " << M << " offset " << off;
+        }
+    }
   }
 }
 
