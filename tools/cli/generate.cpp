@@ -18,6 +18,7 @@
 #include "runtime/engine/trace.h"
 #include "runtime/model/llama_model.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/token_ids.h"
 
 namespace inferlab::cli {
 namespace {
@@ -53,27 +54,6 @@ int64_t integer(const Args& args, const std::string& name, int64_t fallback) {
 
 double real(const Args& args, const std::string& name, double fallback) { return args.real(name).value_or(fallback); }
 
-std::vector<int32_t> id_list(const std::string& name, const std::string& text) {
-  std::string spaced = text;
-  for (char& c : spaced)
-    if (c == ',') c = ' ';
-  std::istringstream in(spaced);
-  std::vector<int32_t> out;
-  std::string item;
-  while (in >> item) {
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    require(used == item.size() && v >= 0 && v <= INT32_MAX, "--" + name, item, "must be a list of token ids");
-    out.push_back(int32_t(v));
-  }
-  return out;
-}
-
 engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m) {
   engine::EngineConfig c;
   const std::string policy = args.get_or("policy", "continuous");
@@ -97,12 +77,12 @@ engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m)
 engine::Request prompt_request(const Args& args, const model::LlamaModel& m) {
   engine::Request r;
   r.id = 0;
-  r.prompt = id_list("prompt-ids", args.required("prompt-ids"));
+  r.prompt = token_id_list("prompt-ids", args.required("prompt-ids"));
   r.sampling.max_new_tokens = integer(args, "max-new-tokens", 16);
   r.sampling.temperature = args.has("greedy") ? 0.0f : float(real(args, "temperature", 0.0));
   r.sampling.top_p = float(real(args, "top-p", 1.0));
   r.sampling.seed = uint64_t(integer(args, "seed", 0));
-  if (args.has("stop-ids")) r.sampling.stop_ids = id_list("stop-ids", args.required("stop-ids"));
+  if (args.has("stop-ids")) r.sampling.stop_ids = token_id_list("stop-ids", args.required("stop-ids"));
   for (const int32_t id : r.prompt)
     require(id < m.config().vocab_size, "--prompt-ids", id,
             "is not a token id of this model (vocab " + std::to_string(m.config().vocab_size) + ")");

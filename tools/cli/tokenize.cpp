@@ -10,6 +10,7 @@
 #include "runtime/model/gguf.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/token_ids.h"
 #include "tools/cli/model_names.h"
 
 namespace inferlab::cli {
@@ -27,27 +28,6 @@ const char* kTokenizeUsage = R"(usage: inferlab tokenize --model M (--text TEXT 
                    print as their text
 )";
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::string spaced = text;
-  for (char& c : spaced)
-    if (c == ',') c = ' ';
-  std::istringstream in(spaced);
-  std::vector<int32_t> ids;
-  std::string item;
-  while (in >> item) {
-    size_t used = 0;
-    long long id = -1;
-    try {
-      id = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    require(used == item.size() && id >= INT32_MIN && id <= INT32_MAX, "--decode", item, "must be a list of token ids");
-    ids.push_back(int32_t(id));  // out of the vocabulary: decode names it
-  }
-  return ids;
-}
-
 }  // namespace
 
 int tokenize(const std::vector<std::string>& argv) {
@@ -61,7 +41,7 @@ int tokenize(const std::vector<std::string>& argv) {
   const std::string path = resolve_model_path(args.required("model"));
   const tokenizer::BpeTokenizer tokenizer(tokenizer::vocabulary_from_gguf(gguf::GgufFile::open(path)));
   if (args.has("decode")) {
-    std::cout << tokenizer.decode(parse_ids(*args.get("decode"))) << "\n";
+    std::cout << tokenizer.decode(token_id_list("decode", *args.get("decode"))) << "\n";
     return 0;
   }
   const std::string text = *args.get("text");
