@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "common/half.h"
+#include "kernels/primitives/cpu_simd.h"  // <immintrin.h>, with GCC 12's header warnings silenced
 
 namespace inferlab::quant {
 namespace {
@@ -34,15 +35,41 @@ float max_abs(const float* x) {
   return amax;
 }
 
-// Q8_0 and Q8_1 share the codes: round(x · (1/d)), d = max|x| / 127. Returns d (fp32) and Σq.
+// Q8_0 and Q8_1 share the codes: round(x · (1/d)), d = max|x| / 127, rounding half away from zero
+// (std::round). Returns d (fp32) and Σq. The AVX2 path is the same arithmetic on 8 values at a
+// time — v − trunc(v) is exact, so "trunc, then one step away from zero when the fraction is ≥ ½"
+// is round(v) bit for bit — because the activations of every quantized matmul come through here
+// (the scalar loop was 6% of a decode step).
 float quantize_q8(const float* x, int8_t* qs, int& sum) {
   const float d = max_abs(x) / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   sum = 0;
+#if defined(__AVX2__)
+  const __m256 scale = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
+  __m256i codes[4];
+  for (int g = 0; g < 4; ++g) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * g), scale);
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));  // ±1 with v's sign
+    codes[g] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(away, one)));
+  }
+  const __m256i total = _mm256_add_epi32(_mm256_add_epi32(codes[0], codes[1]), _mm256_add_epi32(codes[2], codes[3]));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+  sum = _mm_cvtsi128_si32(s4);
+  // int32 → int8 (|q| ≤ 127: the packs never saturate); packs work within 128-bit lanes, so the
+  // final permute puts the four groups of 8 back in order.
+  const __m256i w8 = _mm256_packs_epi16(_mm256_packs_epi32(codes[0], codes[1]), _mm256_packs_epi32(codes[2], codes[3]));
+  const __m256i ordered = _mm256_permutevar8x32_epi32(w8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), ordered);
+#else
   for (int j = 0; j < kBlockValues; ++j) {
     qs[j] = static_cast<int8_t>(std::round(x[j] * id));
     sum += qs[j];
   }
+#endif
   return d;
 }
 

@@ -13,7 +13,8 @@ int32_t greedy_token(std::span<const float> logits) {
   require(!logits.empty(), "logits.size()", 0, "must be > 0");
   int32_t best = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
-    require(!std::isnan(logits[i]), "logits[" + std::to_string(i) + "]", logits[i], "is NaN");
+    // The message is built only for a NaN (a string per logit cost 7% of a decode step).
+    if (std::isnan(logits[i])) require(false, "logits[" + std::to_string(i) + "]", logits[i], "is NaN");
     if (logits[i] > logits[size_t(best)]) best = int32_t(i);
   }
   return best;

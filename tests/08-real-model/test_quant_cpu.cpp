@@ -80,6 +80,40 @@ TEST(QuantCpu, RoundTripErrorWithinBoundsFromD) {
   }
 }
 
+// The Q8 activation quantizer (SIMD where the build has it) equals ggml's definition written
+// plainly here — d = amax/127, q = std::round(x·(1/d)) (ties away from zero), Q8_1's s = fp16(Σq·d)
+// — bit for bit, on random blocks and on blocks built to hit every tie: with amax = 127, d = 1 and
+// x = k + ½ lands exactly on the halfway point.
+TEST(QuantCpu, Q8QuantizerEqualsPlainRoundingIncludingTies) {
+  SeededRng rng;
+  const int64_t blocks = 64;
+  std::vector<float> x(static_cast<size_t>(blocks * 32));
+  for (float& v : x) v = float(rng.normal()) * 2.0f;
+  for (int64_t b = blocks / 2; b < blocks; ++b) {  // tie blocks: ±127 first, then ±(k + ½)
+    x[size_t(b * 32)] = (b % 2 ? -127.0f : 127.0f);
+    for (int j = 1; j < 32; ++j) x[size_t(b * 32 + j)] = float(rng.integer(-126, 126)) + (j % 2 ? 0.5f : -0.5f);
+  }
+  std::vector<quant::BlockQ8_0> q0(static_cast<size_t>(blocks));
+  std::vector<quant::BlockQ8_1> q1(static_cast<size_t>(blocks));
+  quant::quantize_row_q8_0(x, q0);
+  quant::quantize_row_q8_1(x, q1);
+  for (int64_t b = 0; b < blocks; ++b) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[size_t(b * 32 + j)]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int want = int(std::round(x[size_t(b * 32 + j)] * id));
+      sum += want;
+      ASSERT_EQ(q0[size_t(b)].qs[j], want) << "Q8_0 block " << b << " value " << j << " x = " << x[size_t(b * 32 + j)];
+      ASSERT_EQ(q1[size_t(b)].qs[j], want) << "Q8_1 block " << b << " value " << j;
+    }
+    EXPECT_EQ(q0[size_t(b)].d, float_to_half_bits(d)) << "block " << b;
+    EXPECT_EQ(q1[size_t(b)].d, float_to_half_bits(d)) << "block " << b;
+    EXPECT_EQ(q1[size_t(b)].s, float_to_half_bits(float(sum) * d)) << "block " << b;
+  }
+}
+
 TEST(QuantCpu, HandBuiltBlocksDecodeToKnownValuesInNibbleOrder) {
   // Q4_0: d = 0.5, byte j = (lo = j % 16) | (hi = 15 − j % 16) << 4.
   quant::BlockQ4_0 b40{};
