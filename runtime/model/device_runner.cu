@@ -7,18 +7,24 @@
 //   x   = embedding[token_ids]                                            gather_rows  [T, dim]
 //   per layer:
 //     xn  = rms_norm(x)                                                   [T, dim]
-//     qkv = xn · wqkvᵀ                                                    cuBLAS       [T, q_dim + 2·kv_dim]
+//     qkv = xn · wqkvᵀ                                                    linear       [T, q_dim + 2·kv_dim]
 //     RoPE on qkv's q and k parts, in place, by position
 //     K, V → the pool at each token's slot, read straight out of qkv      kv_write_slots_device
 //     q   = qkv's first q_dim columns                                     copy_columns [T, q_dim]
 //     att = attention through the block tables                           prefill_with_cache_device
-//     x  += att · woᵀ;   x += w2 · swiglu(w13 · rms_norm(x))              cuBLAS, add
+//     x  += att · woᵀ;   x += w2 · swiglu(w13 · rms_norm(x))              linear, add
 //   last = x[logits_indices]; logits = rms_norm(last) · headᵀ             [n, vocab]
 //   down  the logits
 //
 // every kernel queued on the default stream over buffers that stay on the device; the only wait
 // is the logits' download. Activation buffers grow to the largest step seen and are reused.
-// Weights live on the device as fp32 (cublasSgemm): a 16-bit Weight is widened once, at upload.
+// linear is one of two products, by the Weight's format. Q8_0, Q4_0 and Q4_1 matrices stay on the
+// device as their blocks (the GGUF bytes, 1.06 / 0.56 / 0.63 bytes a weight) and run chapter 08's
+// quantized matmul (kernels/quant/cuda_quant_matmul.cuh: each activation row quantized on the
+// device into a scratch buffer, then the __dp4a matmul) — the arithmetic of the cpu forward's
+// linear_cpu, bit for bit for the same input rows. fp32 matrices, and 16-bit ones widened once at
+// upload, run cublasSgemm. A block-format embedding is also kept as fp32 rows for the gather
+// (the cpu decodes those rows too); a tied head uses its blocks.
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -32,6 +38,7 @@
 #include "kernels/layers/cuda_layers.cuh"
 #include "kernels/paged/cuda_prefill_with_cache.cuh"
 #include "kernels/primitives/cublas_handle.cuh"
+#include "kernels/quant/cuda_quant_matmul.cuh"
 #include "runtime/model/device_runner.h"
 #include "simt/device_buffer.h"
 
@@ -42,17 +49,33 @@ namespace {
 using model::LlamaConfig;
 using model::StepPlan;
 
-// A matrix on the device as fp32 [out, in].
+// A matrix on the device: fp32 [out, in] for cuBLAS, and/or — Q8_0, Q4_0, Q4_1 — its blocks for the
+// quantized matmul (whichever of the two its uses need: see upload_matrix()).
 struct DeviceMatrix {
-  DeviceBuffer<float> data;
+  DeviceBuffer<float> data;      // fp32 rows, or empty
+  DeviceBuffer<uint8_t> blocks;  // block rows as the Weight holds them, or empty
+  quant::GgmlType type = quant::GgmlType::f32;
   int64_t out = 0, in = 0;
+
+  bool quantized() const { return blocks.size() > 0; }
+  DeviceBlockMatrix block_matrix() const { return {type, out, in, blocks.data()}; }
 };
 
-DeviceMatrix upload_matrix(const Weight& w) {
+// Uploads @p w for a matmul (@p matmul: its blocks when it has them, else fp32) and/or for a row
+// gather (@p gather: fp32 rows — a block format decoded once, as Weight::to_f32 and the cpu's
+// row_to_f32 decode it).
+DeviceMatrix upload_matrix(const Weight& w, bool matmul = true, bool gather = false) {
   DeviceMatrix m;
   m.out = w.out_features();
   m.in = w.in_features();
-  m.data = w.format() == WeightFormat::f32 ? DeviceBuffer<float>(w.f32()) : DeviceBuffer<float>(w.to_f32());
+  const bool blocks = is_block_format(w.format());
+  if (blocks && matmul) {
+    const quant::BlockMatrix b = w.block_matrix();
+    m.type = b.type;
+    m.blocks = DeviceBuffer<uint8_t>(b.bytes);
+  }
+  if (gather || !blocks)
+    m.data = w.format() == WeightFormat::f32 ? DeviceBuffer<float>(w.f32()) : DeviceBuffer<float>(w.to_f32());
   return m;
 }
 
@@ -87,7 +110,7 @@ class DeviceRunner final : public model::ModelRunner {
   DeviceRunner(const model::LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging)
       : ModelRunner(model, shape, paging), pool_(empty_pool(shape, paging)) {
     const model::LlamaWeights& w = model.weights();
-    embedding_ = upload_matrix(w.embedding);
+    embedding_ = upload_matrix(w.embedding, /*matmul=*/w.config.shared_classifier, /*gather=*/true);
     if (!w.config.shared_classifier) head_ = upload_matrix(w.classifier);
     final_norm_ = DeviceBuffer<float>(w.final_norm);
     rope_ = DeviceBuffer<float>(model.rope_cos_sin());
@@ -110,8 +133,12 @@ class DeviceRunner final : public model::ModelRunner {
  private:
   Tensor<float> run_checked(const StepPlan& plan) override;
   void upload_plan(const StepPlan& plan);
-  void linear(const float* x, int64_t rows, const DeviceMatrix& w, float* y) const {
-    linear_device(cublas_.get(), x, rows, w.data.data(), w.out, w.in, y);
+  void linear(const float* x, int64_t rows, const DeviceMatrix& w, float* y) {
+    if (!w.quantized()) return linear_device(cublas_.get(), x, rows, w.data.data(), w.out, w.in, y);
+    // The activations' blocks in a scratch buffer that every quantized matmul of the step reuses
+    // (one stream: each matmul has read it before the next quantizer writes it).
+    uint8_t* scratch = room(quant_scratch_, size_t(quant_activation_bytes(w.type, rows, w.in)));
+    quant_matmul_device(x, rows, w.block_matrix(), scratch, y);
   }
   const DeviceMatrix& head() const { return model().config().shared_classifier ? embedding_ : head_; }
 
@@ -126,6 +153,7 @@ class DeviceRunner final : public model::ModelRunner {
   ChunkTokens tokens_;
   // Activations (grown, reused).
   DeviceBuffer<float> x_, xn_, qkv_, q_, att_, proj_, gate_up_, hidden_, last_, logits_;
+  DeviceBuffer<uint8_t> quant_scratch_;  // the quantized matmuls' activation blocks
 };
 
 void DeviceRunner::upload_plan(const StepPlan& plan) {

@@ -8,8 +8,10 @@
 ///                              │ sim/cuda: weights and KV pool resident on the device;
 ///                              │           up: the plan's arrays; down: the logits rows
 ///
-/// On sim and cuda the weights are uploaded once (as fp32: the device GEMM is cuBLAS's
-/// cublasSgemm) and the KV pool is allocated once on the device; a step uploads only the plan —
+/// On sim and cuda the weights are uploaded once (fp32 and 16-bit matrices as fp32 for cuBLAS's
+/// cublasSgemm; Q8_0 / Q4_0 / Q4_1 matrices as their blocks, for chapter 08's quantized matmul,
+/// kernels/quant/cuda_quant_matmul.cuh) and the KV pool is allocated once on the device; a step
+/// uploads only the plan —
 /// token ids, positions, slots, each token's row and length, the rows' lengths and block tables —
 /// and downloads only the logits of plan.logits_indices. Everything in between (embedding,
 /// RMSNorm, GEMMs, RoPE, the KV write, attention over the paged pool, SwiGLU, the residual adds,
@@ -18,7 +20,8 @@
 ///
 /// The device forward sums in other orders than the cpu's (cuBLAS picks its GEMM by the sizes,
 /// the attention kernel reads keys in another order): its logits equal the cpu's to fp32
-/// rounding, not bit for bit, and it is not batch-invariant.
+/// rounding, not bit for bit, and it is not batch-invariant. (The quantized matmul is the one
+/// exception: bit-identical to linear_cpu's for the same input rows.)
 
 #include <cstdint>
 #include <memory>
