@@ -19,7 +19,10 @@
 #   bench_ch05  cuda/flash and cuda/flash_tc beside cuda/cublas and cuda/cublas_fp16, non-causal,
 #               d = 128, L = 1024 … 16384 (every prefill_gpu/ run);
 #   bench_ch06  cuda/decode over a contiguous fp16 cache and paged ones (blocks 1, 8, 16, 32, 128 in
-#               scattered order), L = 8192 batch 16 and L = 32768 batch 4 (every paged_decode_gpu_ run).
+#               scattered order), L = 8192 batch 16 and L = 32768 batch 4 (every paged_decode_gpu_ run);
+#   bench_ch08  SmolLM2-135M through the resident cuda model runner: a decode step of B = 1 … 64
+#               sequences at 512 cached tokens, and a 512-token prefill (decode_cuda/, prefill_cuda);
+#               skipped, and said so, when the model is not installed (./inferlab setup needs PyPI).
 # Their JSON goes to $build/bench/<bench>.json, and tools/gpu_bench_report.py turns each into the
 # report's sections: the GPU's measured ceilings, the side-by-side tables and the GPU
 # targets (ch02: cuda/cublas ≥ 50% of SGEMM, cuda/tiled ≥ 5× cuda/naive; ch03: cuda/decode ≥ 80%
@@ -35,7 +38,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
 build=${BUILD_DIR:-build/gpu}
-benches=${BENCHES:-bench_ch02 bench_ch03 bench_ch04 bench_ch05 bench_ch06}
+benches=${BENCHES:-bench_ch02 bench_ch03 bench_ch04 bench_ch05 bench_ch06 bench_ch08}
 bench_filter=${BENCH_FILTER:-}
 # The default filter of each benchmark (see above); one not listed runs whole ('.').
 declare -A default_filter=(
@@ -44,6 +47,7 @@ declare -A default_filter=(
   [bench_ch04]='^gpu_decode_'
   [bench_ch05]='^prefill_gpu/'
   [bench_ch06]='^paged_decode_gpu_'
+  [bench_ch08]='^(decode|prefill)_cuda'
 )
 bench_min_time=${BENCH_MIN_TIME:-0.1}
 bench_timeout=${BENCH_TIMEOUT:-240}
@@ -95,6 +99,10 @@ while IFS= read -r bench; do
   name=$(basename "$bench")
   [[ "$benches" == all || " $benches " == *" $name "* ]] || continue
   json="$build/bench/$name.json"
+  if [[ $name == bench_ch08 && ! -f "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]]; then
+    bench_lines+=("| $name | | skipped: models/SmolLM2-135M-Instruct.Q4_1.gguf not installed (./inferlab setup) | |")
+    continue
+  fi
   filter=${bench_filter:-${default_filter[$name]:-.}}
   cell_filter=${filter//|/\\|}  # a literal | would end the Markdown table cell
   echo "-- $name --benchmark_filter='$filter'" >>"$log"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn the GPU benchmarks' JSON (--benchmark_out of bench_ch02 … bench_ch05) into the Markdown
+"""Turn the GPU benchmarks' JSON (--benchmark_out of bench_ch02 … bench_ch06, bench_ch08) into the Markdown
 that tools/gpu-check.sh puts in its report: per file, the GPU's measured ceilings, the versions
 side by side, and the GPU targets (note only: they are never asserted in tests):
 
@@ -19,8 +19,10 @@ side by side, and the GPU targets (note only: they are never asserted in tests):
   bench_ch06 (paged_decode_gpu_fp16/cuda/decode/block:B/L:…/batch:…, block 0 = contiguous):
   - paged cuda/decode at most 10% slower than contiguous from block 16 up (vLLM's paged kernel
     was 20–26% slower than FasterTransformer's, the vLLM paper §7.1).
+  bench_ch08 (decode_cuda/B, prefill_cuda: SmolLM2-135M through the resident runner):
+  - a table of tokens/s against the batch B (no target: the first figures are the finding).
 
-    python3 tools/gpu_bench_report.py build/gpu/bench/bench_ch0[2-6].json
+    python3 tools/gpu_bench_report.py build/gpu/bench/bench_ch0[2-68].json
 
 Which benchmark a file holds is read from its context (the executable's name), else from the
 file's name. Standard library only. Exit status 0 whether or not the targets are met (the report
@@ -358,8 +360,33 @@ def report_ch06(data):
     return out + ["", "#### One decode step (fp16 cache; × = paged / contiguous)", ""] + lines + [""]
 
 
+def report_ch08(data):
+    out = ["### Chapter 08 SmolLM2-135M through the resident cuda runner (bench_ch08)", ""]
+    decode, prefill = {}, None
+    for run in plain_runs(data):
+        name = run.get("run_name", run["name"])
+        match = re.match(r"decode_cuda/(\d+)", name)
+        if match:
+            decode[int(match.group(1))] = run
+        elif name.startswith("prefill_cuda"):
+            prefill = run
+    if not decode and prefill is None:
+        return out + ["(no decode_cuda / prefill_cuda runs in this file: no GPU, or the model is missing)", ""]
+    lines = ["| B | step | tokens/s | GB/s | × B = 1 |", "| ---: | ---: | ---: | ---: | ---: |"]
+    base = decode.get(1)
+    for batch in sorted(decode):
+        run = decode[batch]
+        ratio = run["tokens/s"] / base["tokens/s"] if base else None
+        lines.append(f"| {batch} | {1e3 * seconds(run):.3f} ms | {run['tokens/s']:.0f} | {run['GB/s']:.0f} | "
+                     + ("" if ratio is None else f"{ratio:.1f}×") + " |")
+    if prefill is not None:
+        lines.append(f"\nprefill of 512 tokens: {1e3 * seconds(prefill):.2f} ms, {prefill['tokens/s']:.0f} tokens/s")
+    return out + ["#### One decode step at 512 cached tokens (the file's Q4_1 / Q8_0 weights on the device)", ""] + \
+        lines + [""]
+
+
 REPORTS = {"bench_ch02": report_ch02, "bench_ch03": report_ch03, "bench_ch04": report_ch04,
-           "bench_ch05": report_ch05, "bench_ch06": report_ch06}
+           "bench_ch05": report_ch05, "bench_ch06": report_ch06, "bench_ch08": report_ch08}
 
 
 def which_bench(path, data):
@@ -375,7 +402,7 @@ def report(path):
     data = load(path)
     bench = which_bench(path, data)
     if bench is None:
-        out = [f"### {path}", "", "(not the JSON of bench_ch02 … bench_ch05: nothing to report)", ""]
+        out = [f"### {path}", "", "(not the JSON of bench_ch02 … bench_ch06 or bench_ch08: nothing to report)", ""]
     else:
         out = REPORTS[bench](data)
     errors = error_lines(data)

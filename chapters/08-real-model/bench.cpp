@@ -16,6 +16,13 @@
 //                        file's weights (paged cache, blocks of 16): the weights are read once for
 //                        all B rows, so tokens/s grows with B until the step leaves the memory
 //                        roof — tokens/s, AI, GB/s, GFLOP/s.
+// (e) On a GPU (registered when the cuda backend can run here; tools/gpu-check.sh runs them):
+//     decode_cuda/B      the same decode step as (c) through the resident cuda model runner
+//                        (runtime/model/model_runner.h: the file's Q4_1 / Q8_0 blocks on the
+//                        device, chapter 08's __dp4a matmul), B = 1 … 64 sequences whose 512
+//                        tokens were prefilled through the runner first; wall time per step,
+//                        the logits' download included;
+//     prefill_cuda       one 512-token prompt through the runner.
 // (d) Quality (run once after the timings; --no-quality skips, --quality-only runs only it):
 //     perplexity of chapters/08-real-model/data/alice-chapter-1.txt (Chapter I of Alice's
 //     Adventures in Wonderland, public domain: data/README.md) — 2,728 tokens, one sequence, in
@@ -49,11 +56,13 @@
 #include "chapters/07-continuous-batching/serving_study.h"
 #include "chapters/bench_counters.h"
 #include "common/args.h"
+#include "common/backend.h"
 #include "common/json.h"
 #include "kernels/layers/weight.h"
 #include "runtime/model/gguf.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/model_files.h"
+#include "runtime/model/model_runner.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "runtime/tokenizer/vocabulary.h"
 
@@ -163,6 +172,63 @@ void BM_decode_batch(benchmark::State& state) {
   set_step_counters(state, m.step_cost(plan), weight_bytes_of(m, plan), t, B);
 }
 
+// ---- (e): the resident runner on a GPU ----
+
+// The runner and its pool: kMaxBatch rows of kContext + 1 tokens, blocks of 16, row b's blocks
+// b · per_seq … b · per_seq + per_seq − 1.
+struct DeviceSetup {
+  static constexpr int64_t kBlock = 16, kPerSeq = kContext / kBlock + 1;
+  std::unique_ptr<model::ModelRunner> runner;
+  DeviceSetup()
+      : runner(model::make_model_runner(model_for("file"), Backend::cuda, kMaxBatch, kPerSeq * kBlock,
+                                        KvPaging{kBlock, kMaxBatch * kPerSeq})) {}
+  static std::vector<int32_t> table(int64_t b) {
+    std::vector<int32_t> t;
+    for (int64_t i = 0; i < kPerSeq; ++i) t.push_back(int32_t(b * kPerSeq + i));
+    return t;
+  }
+  // Sequence b's first @p n tokens of the text (a prompt) or its token at kContext (a decode).
+  static void add(model::StepPlan& plan, int64_t b, int64_t first, int64_t n) {
+    const std::vector<int32_t> t = table(b);
+    std::vector<int64_t> slots;
+    for (int64_t p = first; p < first + n; ++p) slots.push_back(int64_t{t[size_t(p / kBlock)]} * kBlock + p % kBlock);
+    plan.add_sequence(std::span(text_ids().data() + first, size_t(n)), slots, first + n, t, true);
+  }
+};
+
+DeviceSetup& device_setup() {
+  static DeviceSetup setup = [] {
+    DeviceSetup s;
+    for (int64_t b = 0; b < kMaxBatch; ++b) {  // every row's 512 tokens in the pool, once
+      model::StepPlan prompt;
+      DeviceSetup::add(prompt, b, 0, kContext);
+      s.runner->run(prompt);
+    }
+    return s;
+  }();
+  return setup;
+}
+
+void BM_decode_cuda(benchmark::State& state) {
+  DeviceSetup& s = device_setup();
+  const model::LlamaModel& m = model_for("file");
+  const int64_t B = state.range(0);
+  model::StepPlan plan;
+  for (int64_t b = 0; b < B; ++b) DeviceSetup::add(plan, b, kContext, 1);
+  const bench::CallTiming t = bench::time_calls(state, [&] { benchmark::DoNotOptimize(s.runner->run(plan)); });
+  state.counters["B"] = double(B);
+  set_step_counters(state, m.step_cost(plan), weight_bytes_of(m, plan), t, B);
+}
+
+void BM_prefill_cuda(benchmark::State& state) {
+  DeviceSetup& s = device_setup();
+  const model::LlamaModel& m = model_for("file");
+  model::StepPlan plan;
+  DeviceSetup::add(plan, 0, 0, kContext);
+  const bench::CallTiming t = bench::time_calls(state, [&] { benchmark::DoNotOptimize(s.runner->run(plan)); });
+  set_step_counters(state, m.step_cost(plan), weight_bytes_of(m, plan), t, kContext);
+}
+
 const std::vector<std::string> kWeights = {"file", "f32", "f16", "q8_0", "q4_1"};
 
 void register_benchmarks() {
@@ -172,6 +238,13 @@ void register_benchmarks() {
     benchmark::RegisterBenchmark(("prefill/" + w).c_str(), BM_prefill, w)->UseManualTime()->Unit(benchmark::kMillisecond);
   auto* batch = benchmark::RegisterBenchmark("decode_batch", BM_decode_batch)->UseManualTime()->Unit(benchmark::kMillisecond);
   for (int64_t B = 1; B <= kMaxBatch; B *= 2) batch->Arg(B);
+  if (const std::string why = backend_unavailable_reason(Backend::cuda); why.empty()) {
+    auto* gpu = benchmark::RegisterBenchmark("decode_cuda", BM_decode_cuda)->UseManualTime()->Unit(benchmark::kMillisecond);
+    for (int64_t B = 1; B <= kMaxBatch; B *= 2) gpu->Arg(B);
+    benchmark::RegisterBenchmark("prefill_cuda", BM_prefill_cuda)->UseManualTime()->Unit(benchmark::kMillisecond);
+  } else {
+    std::cerr << "bench_ch08: decode_cuda and prefill_cuda skipped: " << why << "\n";
+  }
   bench::add_roofline_context("2 FLOPs per weight per token + 4·d per (query head, visible key)",
                               "weights as stored, read once per step + K and V of every cached token (fp32)");
   benchmark::AddCustomContext("model", g_model_path);
