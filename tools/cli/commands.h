@@ -22,11 +22,16 @@ int versions(const std::vector<std::string>& args);
 /// `inferlab analyze [--model M] [--device D] [--batch B] [--context L] [--prompt P] [--weights W] [--kv K]
 /// [--json] | --list | --audit [--markdown]`: the analytic calculator (runtime/analysis).
 int analyze(const std::vector<std::string>& args);
-/// `inferlab generate --model M (--prompt-ids IDS | --trace FILE) [options]`: token generation on a
-/// Llama model (chapter 07) — one prompt, or a JSON-lines trace through the serving engine.
+/// `inferlab generate --model M (--prompt TEXT [--chat [--system TEXT]] | --prompt-ids IDS | --trace FILE)
+/// [options]`: generation on a Llama model (chapters 07–08) — one prompt as token ids, or as text
+/// (the generated text streamed), or a JSON-lines trace through the serving engine.
 int generate(const std::vector<std::string>& args);
 /// `inferlab tokenize --model M (--text TEXT | --decode IDS) [--no-special]`: a GGUF model's
 /// byte-level BPE tokenizer (chapter 08, runtime/tokenizer) — text to ids, ids to text.
 int tokenize(const std::vector<std::string>& args);
+/// `inferlab chat --model M [--system TEXT] [--max-new-tokens N] [options]`: an interactive chat
+/// (chapter 08) on stdin / stdout — a terminal or a pipe — through one serving engine whose
+/// prefix cache keeps the conversation's earlier turns; Ctrl-C stops a reply.
+int chat(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

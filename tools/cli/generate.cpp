@@ -1,13 +1,17 @@
-// `inferlab generate` (chapter 07): text generation as token ids on a Llama model — one prompt
-// (run alone, or through the engine), or a JSON-lines trace of requests replayed through the
-// serving engine with per-request metrics written as JSON.
+// `inferlab generate` (chapters 07 and 08): text generation on a Llama model — one prompt, as
+// token ids (run alone, or through the engine) or as text through the model's tokenizer
+// (streamed through the engine as it is generated, optionally in the model's chat template), or
+// a JSON-lines trace of requests replayed through the serving engine with per-request metrics
+// written as JSON.
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/args.h"
 #include "common/backend.h"
@@ -17,28 +21,46 @@
 #include "runtime/engine/serving_run.h"
 #include "runtime/engine/trace.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/model_names.h"
+#include "tools/cli/model_tokenizer.h"
+#include "tools/cli/sampling_options.h"
+#include "tools/cli/streamed_reply.h"
+#include "tools/cli/text_stream.h"
 #include "tools/cli/token_ids.h"
 
 namespace inferlab::cli {
 namespace {
 
-const char* kGenerateUsage = R"(usage: inferlab generate --model M (--prompt-ids IDS | --trace FILE) [options]
+const char* kGenerateUsage =
+    R"(usage: inferlab generate --model M (--prompt TEXT | --prompt-ids IDS | --trace FILE) [options]
 
-  --model M               a GGUF file (models/SmolLM2-135M-Instruct.Q4_1.gguf), models/stories260K.bin (a
-                          llama2.c checkpoint) or random:<preset>[,key=value…]
-                          (presets tiny, stories260K, bench; keys dim, hidden, layers, heads, kv_heads,
-                          vocab, seq_len, seed, tied)
-  --prompt-ids IDS        the prompt as comma- or space-separated token ids (1 = BOS)
+  --model M               smollm2 (models/SmolLM2-135M-Instruct.Q4_1.gguf, installed by ./inferlab setup), a
+                          GGUF file, models/stories260K.bin (a llama2.c checkpoint) or
+                          random:<preset>[,key=value…] (presets tiny, stories260K, bench; keys dim, hidden,
+                          layers, heads, kv_heads, vocab, seq_len, seed, tied)
+  --prompt TEXT           the prompt as text, tokenized with the model's tokenizer (a GGUF model's; special
+                          tokens such as <|im_start|> written in TEXT are those tokens): prints the generated
+                          TEXT as it is generated (through the engine), then a summary line on stderr —
+                          prompt tokens, tokens reused from the prefix cache, generated tokens (finish
+                          reason), prefill and decode tokens/s. Stops at the model's end-of-generation ids
+                          (SmolLM2: <|im_end|>, <|endoftext|>) unless --stop-ids says otherwise; the stop
+                          token is not printed
+  --chat                  with --prompt: TEXT is a user message, wrapped in the model's chat template
+                          (ChatML; SmolLM2's adds its default system message when --system is not given)
+  --system TEXT           with --chat: the system message
+  --prompt-ids IDS        the prompt as comma- or space-separated token ids (1 = BOS for llama2.c models);
+                          prints the generated ids (no stop ids unless --stop-ids)
   --max-new-tokens N      tokens to generate (default 16)
   --greedy                the first maximum each step (the default; --temperature 0 is the same)
   --temperature T, --top-p P, --seed S   sample instead (nucleus sampling with the request's own seed)
   --stop-ids IDS          stop after generating one of these
-  --ids                   print only the generated ids, space-separated, on one line
+  --ids                   print only the generated ids (a stop id included), space-separated, on one line
   --trace FILE            replay a JSON-lines request file (one object per line: arrival, prompt_ids or
                           prompt_len, max_new_tokens[, id, temperature, top_p, seed, stop_ids])
   --out FILE              with --trace: write per-request metrics as JSON (default: stdout)
-  engine options (for --trace, or to run one prompt through the engine with --engine):
+  engine options (for --trace and --prompt, or to run --prompt-ids through the engine with --engine):
   --policy continuous|static   --block-size N (16)   --num-blocks N (256)   --max-seqs N (16)
   --budget N (max tokens per step, 256)   --chunk N (256)   --no-chunking   --no-prefix-caching
   --max-seq-len N (the model's)   --simulated-clock
@@ -51,8 +73,6 @@ const char* kGenerateUsage = R"(usage: inferlab generate --model M (--prompt-ids
 int64_t integer(const Args& args, const std::string& name, int64_t fallback) {
   return args.integer(name).value_or(fallback);
 }
-
-double real(const Args& args, const std::string& name, double fallback) { return args.real(name).value_or(fallback); }
 
 engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m) {
   engine::EngineConfig c;
@@ -73,20 +93,36 @@ engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m)
   return c;
 }
 
-// The one request of --prompt-ids and the sampling options.
-engine::Request prompt_request(const Args& args, const model::LlamaModel& m) {
-  engine::Request r;
-  r.id = 0;
-  r.prompt = token_id_list("prompt-ids", args.required("prompt-ids"));
-  r.sampling.max_new_tokens = integer(args, "max-new-tokens", 16);
-  r.sampling.temperature = args.has("greedy") ? 0.0f : float(real(args, "temperature", 0.0));
-  r.sampling.top_p = float(real(args, "top-p", 1.0));
-  r.sampling.seed = uint64_t(integer(args, "seed", 0));
-  if (args.has("stop-ids")) r.sampling.stop_ids = token_id_list("stop-ids", args.required("stop-ids"));
-  for (const int32_t id : r.prompt)
+// The prompt's ids: --prompt-ids, each checked against the vocabulary.
+std::vector<int32_t> prompt_ids(const Args& args, const model::LlamaModel& m) {
+  std::vector<int32_t> ids = token_id_list("prompt-ids", args.required("prompt-ids"));
+  for (const int32_t id : ids)
     require(id < m.config().vocab_size, "--prompt-ids", id,
             "is not a token id of this model (vocab " + std::to_string(m.config().vocab_size) + ")");
-  return r;
+  return ids;
+}
+
+// The text the model is prompted with: --prompt as given, or wrapped in the chat template with --chat.
+std::string prompt_text(const Args& args, const tokenizer::BpeTokenizer& tokenizer) {
+  const std::string prompt = args.required("prompt");
+  if (!args.has("chat")) return prompt;
+  std::vector<tokenizer::ChatMessage> messages;
+  if (args.has("system")) messages.push_back({"system", args.required("system")});
+  messages.push_back({"user", prompt});
+  return tokenizer.apply_chat_template(messages, /*add_generation_prompt=*/true);
+}
+
+// Which of --prompt, --prompt-ids and --trace the line asks for, and the options that go with them:
+// checked before the model loads.
+void check_prompt_options(const Args& args) {
+  if (args.has("prompt") && args.has("prompt-ids"))
+    throw std::invalid_argument("--prompt and --prompt-ids: give one of them, not both (text or token ids)");
+  if (args.has("trace") && (args.has("prompt") || args.has("prompt-ids")))
+    throw std::invalid_argument("--trace: the trace holds the prompts; give no --prompt or --prompt-ids with it");
+  if (!args.has("trace") && !args.has("prompt") && !args.has("prompt-ids"))
+    throw std::invalid_argument("give --prompt TEXT, --prompt-ids IDS or --trace FILE");
+  if (args.has("chat") && !args.has("prompt")) throw std::invalid_argument("--chat: only with --prompt TEXT");
+  if (args.has("system") && !args.has("chat")) throw std::invalid_argument("--system: only with --chat");
 }
 
 // Replays the --trace file through the engine: progress on stderr every 1000 steps; the run's
@@ -115,22 +151,47 @@ int replay(const Args& args, const model::LlamaModel& m) {
 }  // namespace
 
 int generate(const std::vector<std::string>& argv) {
-  const Args args(argv, {"greedy", "ids", "no-chunking", "no-prefix-caching", "simulated-clock", "engine"});
+  const Args args(argv, {"greedy", "ids", "no-chunking", "no-prefix-caching", "simulated-clock", "engine", "chat"});
   if (args.help()) {
     std::cout << kGenerateUsage;
     return 0;
   }
-  args.check_known({"model", "prompt-ids", "max-new-tokens", "greedy", "temperature", "top-p", "seed", "stop-ids",
-                    "ids", "trace", "out", "policy", "block-size", "num-blocks", "max-seqs", "budget", "chunk",
-                    "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "engine", "backend",
-                    "weights"});
+  std::set<std::string> known = {"model", "prompt", "chat", "system", "prompt-ids", "ids", "trace", "out", "policy",
+                                 "block-size", "num-blocks", "max-seqs", "budget", "chunk", "no-chunking",
+                                 "no-prefix-caching", "max-seq-len", "simulated-clock", "engine", "backend", "weights"};
+  known.merge(sampling_option_names());
+  args.check_known(known);
+  check_prompt_options(args);
+  const std::string path = resolve_model_path(args.required("model"));
+  // The tokenizer before the weights: a model without one fails at once.
+  const std::optional<tokenizer::BpeTokenizer> tokenizer =
+      args.has("prompt") ? std::optional(model_tokenizer(path, "--prompt")) : std::nullopt;
   // Without --weights the matrices keep the file's formats (a GGUF's Q4_1 / Q8_0, a checkpoint's fp32).
   std::optional<WeightFormat> format;
   if (args.has("weights")) format = parse_weight_format(args.required("weights"));
-  const model::LlamaModel m(model::load_model(args.required("model"), format));
+  const model::LlamaModel m(model::load_model(path, format));
   if (args.has("trace")) return replay(args, m);
 
-  const engine::Request r = prompt_request(args, m);
+  engine::Request r;
+  if (tokenizer) {
+    r.prompt = tokenizer->encode_prompt(prompt_text(args, *tokenizer));
+    std::string quoted = "'";  // appended apart: GCC 12's -Wrestrict false positive (bug 105329) on "'" + s
+    quoted += args.required("prompt");
+    quoted += "'";
+    require(!r.prompt.empty(), "--prompt", quoted, "gives no tokens");
+    r.sampling = sampling_options(args, 16, tokenizer->end_of_generation_ids());
+  } else {
+    r.prompt = prompt_ids(args, m);
+    r.sampling = sampling_options(args, 16, {});
+  }
+  if (tokenizer && !args.has("ids")) {  // text, streamed as the engine's steps produce it
+    engine::Engine engine(m, engine_config(args, m));
+    TextStream text(*tokenizer, std::cout, r.sampling.stop_ids);
+    const StreamedReply reply = stream_reply(engine, std::move(r), text);
+    std::cout << "\n" << std::flush;
+    print_summary(reply);
+    return 0;
+  }
   // generate_alone() is the cpu reference; any other backend runs through the engine's runner.
   const bool through_engine = args.has("engine") || parse_backend(args.get_or("backend", "cpu")) != Backend::cpu;
   const engine::RequestOutput out = through_engine

@@ -38,10 +38,16 @@ const char* kUsage = R"(usage: inferlab <command> [options]
   analyze --kv-waste        chapter 06's KV-memory table (analyze --help)
   generate --model models/stories260K.bin --prompt-ids 1 [--max-new-tokens N] [--greedy] [--ids]
                             generate token ids on a Llama model (llama2.c checkpoint or random:<preset>)
+  generate --model smollm2 --prompt TEXT [--chat [--system TEXT]] [--max-new-tokens N] [--ids]
+                            generate text with a GGUF model's tokenizer, streamed, optionally in its chat
+                            template; a summary line (tokens, tokens/s) on stderr
   generate --model M --trace FILE.jsonl [--out metrics.json] [--policy continuous|static] …
                             replay a request trace through the serving engine (generate --help)
   tokenize --model smollm2 (--text TEXT | --decode IDS) [--no-special]
                             a GGUF model's tokenizer: the ids of TEXT on one line, or the text of IDS
+  chat --model smollm2 [--system TEXT] [--max-new-tokens N] [--temperature T --top-p P --seed S]
+                            an interactive chat on stdin (a terminal or a pipe), replies streamed; one
+                            engine whose prefix cache keeps the earlier turns; /reset, /quit, Ctrl-C
   help [COMMAND]            this text, or COMMAND's own usage (as COMMAND --help; every command has one)
 
 The ./inferlab launcher at the top of the source tree also offers: test, grade, student, bench, docs.
@@ -59,6 +65,7 @@ int main(int argc, char** argv) {
       {"analyze", inferlab::cli::analyze},
       {"generate", inferlab::cli::generate},
       {"tokenize", inferlab::cli::tokenize},
+      {"chat", inferlab::cli::chat},
   };
   const std::string first = argc < 2 ? "" : argv[1];
   if (first == "help" && argc >= 3 && commands.count(argv[2])) {

@@ -7,11 +7,11 @@
 
 #include "common/args.h"
 #include "common/check.h"
-#include "runtime/model/gguf.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/token_ids.h"
 #include "tools/cli/model_names.h"
+#include "tools/cli/model_tokenizer.h"
+#include "tools/cli/token_ids.h"
 
 namespace inferlab::cli {
 namespace {
@@ -39,7 +39,7 @@ int tokenize(const std::vector<std::string>& argv) {
   args.check_known({"model", "text", "decode", "no-special"});
   if (args.has("text") == args.has("decode")) throw std::invalid_argument("give exactly one of --text and --decode");
   const std::string path = resolve_model_path(args.required("model"));
-  const tokenizer::BpeTokenizer tokenizer(tokenizer::vocabulary_from_gguf(gguf::GgufFile::open(path)));
+  const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
   if (args.has("decode")) {
     std::cout << tokenizer.decode(token_id_list("decode", *args.get("decode"))) << "\n";
     return 0;
