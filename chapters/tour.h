@@ -67,6 +67,12 @@ void tour_chapter06(std::ostream& out, const Roofline& roofline, const TourOptio
 /// tokens/s and % of the roof min(peak, AI × read bandwidth) from @p roofline.
 void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 08: SmolLM2-135M-Instruct (models/, installed by ./inferlab setup; skipped with a
+/// message when it is not) answers one question through its chat template, greedy, on the file's
+/// Q4_1 / Q8_0 weights and on the same weights dequantized to f32: the answer, the prompt's time,
+/// decode tokens/s beside the ceiling read bandwidth / bytes per token from @p roofline.
+void tour_chapter08(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
 /// Seconds of the fastest of a few calls of @p version on @p q, @p k, @p v (after one untimed
 /// call; about 0.3 s of calls, 2 to 20 of them; one with @p quick). The output is scratch.
 double time_prefill(const AttentionVersion& version, const Tensor<float>& q, const Tensor<float>& k,

@@ -19,7 +19,7 @@
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/interruptible_input.h"
-#include "tools/cli/model_names.h"
+#include "runtime/model/model_files.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/sampling_options.h"
 #include "tools/cli/streamed_reply.h"
@@ -100,7 +100,7 @@ int chat(const std::vector<std::string>& argv) {
   std::set<std::string> known = {"model", "system", "max-seq-len", "weights"};
   known.merge(sampling_option_names());
   args.check_known(known);
-  const std::string path = resolve_model_path(args.required("model"));
+  const std::string path = model::resolve_model_path(args.required("model"));
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
   const engine::SamplingParams sampling = sampling_options(args, 256, tokenizer.end_of_generation_ids());
   std::vector<tokenizer::ChatMessage> start;

@@ -88,6 +88,7 @@ int tour(const std::vector<std::string>& argv) {
   tour_chapter05(std::cout, roofline, options);
   tour_chapter06(std::cout, roofline, options);
   tour_chapter07(std::cout, roofline, options);
+  tour_chapter08(std::cout, roofline, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }

@@ -23,7 +23,7 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/model_names.h"
+#include "runtime/model/model_files.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/sampling_options.h"
 #include "tools/cli/streamed_reply.h"
@@ -162,7 +162,7 @@ int generate(const std::vector<std::string>& argv) {
   known.merge(sampling_option_names());
   args.check_known(known);
   check_prompt_options(args);
-  const std::string path = resolve_model_path(args.required("model"));
+  const std::string path = model::resolve_model_path(args.required("model"));
   // The tokenizer before the weights: a model without one fails at once.
   const std::optional<tokenizer::BpeTokenizer> tokenizer =
       args.has("prompt") ? std::optional(model_tokenizer(path, "--prompt")) : std::nullopt;

@@ -11,7 +11,7 @@
 
 namespace inferlab::cli {
 
-/// The byte-level BPE tokenizer of the model @p model (a path, as resolve_model_path() gives, or
+/// The byte-level BPE tokenizer of the model @p model (a path, as model::resolve_model_path() gives, or
 /// random:…). Throws std::invalid_argument naming @p option (the command-line option that needs
 /// text, e.g. "--prompt") and the model when the model is random:… or an existing file that is
 /// not GGUF; a missing or malformed GGUF file, or one whose vocabulary this tokenizer does not

@@ -9,7 +9,7 @@
 #include "common/check.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/model_names.h"
+#include "runtime/model/model_files.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/token_ids.h"
 
@@ -38,7 +38,7 @@ int tokenize(const std::vector<std::string>& argv) {
   }
   args.check_known({"model", "text", "decode", "no-special"});
   if (args.has("text") == args.has("decode")) throw std::invalid_argument("give exactly one of --text and --decode");
-  const std::string path = resolve_model_path(args.required("model"));
+  const std::string path = model::resolve_model_path(args.required("model"));
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
   if (args.has("decode")) {
     std::cout << tokenizer.decode(token_id_list("decode", *args.get("decode"))) << "\n";
