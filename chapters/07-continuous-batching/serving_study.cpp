@@ -41,10 +41,11 @@ engine::Percentiles itl_of_short(const engine::ServingRun& run, int64_t max_prom
   return engine::percentiles(std::move(gaps));
 }
 
-KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64_t context, uint64_t seed) {
+KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64_t context, uint64_t seed,
+                            KvFormat format) {
   constexpr int64_t kBlock = 16;
   const int64_t per_seq = context / kBlock + 1;
-  KvCache cache(model.kv_shape(batch, context + 1), KvDtype::fp32, KvPaging{kBlock, batch * per_seq});
+  KvCache cache(model.kv_shape(batch, context + 1), format, KvPaging{kBlock, batch * per_seq});
   for (int64_t b = 0; b < batch; ++b) {
     std::vector<int32_t> table;
     for (int64_t i = 0; i < per_seq; ++i) table.push_back(int32_t(b * per_seq + i));

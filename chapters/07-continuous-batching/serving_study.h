@@ -46,7 +46,9 @@ engine::Percentiles itl_of_short(const engine::ServingRun& run, int64_t max_prom
 /// A paged KV cache (blocks of 16 tokens) for @p model of @p batch sequences, each holding
 /// @p context tokens of random K and V in every layer, with room for one more: the state a decode
 /// step finds, without running the prompts.
-KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64_t context, uint64_t seed);
+/// @p format: how the cache stores K and V (fp32 unless given; the values are rounded to it).
+KvCache random_decode_cache(const model::LlamaModel& model, int64_t batch, int64_t context, uint64_t seed,
+                            KvFormat format = KvFormat::fp32());
 
 /// One decode token for each of the first @p B sequences of a random_decode_cache() of
 /// @p context tokens, at position @p context, every one sampling.

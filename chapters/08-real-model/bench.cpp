@@ -3,7 +3,8 @@
 //
 // (a) Time (Google Benchmark; medians with --benchmark_repetitions):
 //     decode/<weights>   one batch-1 decode step (every layer, the output head) with 512 tokens
-//                        in the cache, for the weights as the file has them ("file": Q4_1 layers,
+//                        in the cache (fp32; decode/file,kv=fp16: the file's weights over an fp16
+//                        cache, llama.cpp's default), for the weights as the file has them ("file": Q4_1 layers,
 //                        Q8_0 tied head) and requantized on load to f32 (the file dequantized),
 //                        f16, q8_0 and q4_1 (every matrix, the head too). The step reads every
 //                        weight once, so bytes ≈ the weights' bytes + 512 tokens of K and V:
@@ -138,12 +139,24 @@ double weight_bytes_of(const model::LlamaModel& m, const model::StepPlan& plan) 
   return all.bytes - kv;
 }
 
-void BM_decode(benchmark::State& state, const std::string& weights) {
+// The KV bytes a step reads: K and V of every cached token at @p kv's bytes per element (the
+// scales of INT8 / FP8 ignored: ≤ 3%).
+double kv_bytes_of(const model::LlamaModel& m, const model::StepPlan& plan, KvDtype kv) {
+  const auto& c = m.config();
+  double tokens = 0.0;
+  for (int64_t i = 0; i < plan.num_seqs(); ++i) tokens += double(plan.context_lens[size_t(i)]);
+  return 2.0 * double(KvFormat(kv).element_bytes()) * tokens * double(c.kv_dim()) * double(c.n_layers);
+}
+
+void BM_decode(benchmark::State& state, const std::string& weights, KvDtype kv) {
   const model::LlamaModel& m = model_for(weights);
-  KvCache cache = serving::random_decode_cache(m, 1, kContext, 21);
+  KvCache cache = serving::random_decode_cache(m, 1, kContext, 21, KvFormat(kv));
   const model::StepPlan plan = serving::decode_batch(m, cache, 1, kContext);
   const bench::CallTiming t = bench::time_calls(state, [&] { benchmark::DoNotOptimize(m.forward(plan, cache)); });
-  set_step_counters(state, m.step_cost(plan), weight_bytes_of(m, plan), t, 1);
+  Cost cost = m.step_cost(plan);  // step_cost() counts fp32 K and V; this cache's own bytes instead
+  const double weights_read = weight_bytes_of(m, plan);
+  cost.bytes = weights_read + kv_bytes_of(m, plan, kv);
+  set_step_counters(state, cost, weights_read, t, 1);
 }
 
 void BM_prefill(benchmark::State& state, const std::string& weights) {
@@ -233,7 +246,13 @@ const std::vector<std::string> kWeights = {"file", "f32", "f16", "q8_0", "q4_1"}
 
 void register_benchmarks() {
   for (const std::string& w : kWeights)
-    benchmark::RegisterBenchmark(("decode/" + w).c_str(), BM_decode, w)->UseManualTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("decode/" + w).c_str(), BM_decode, w, KvDtype::fp32)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  // The file's weights over an fp16 cache: llama.cpp's default KV type, for the peer comparison.
+  benchmark::RegisterBenchmark("decode/file,kv=fp16", BM_decode, std::string("file"), KvDtype::fp16)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
   for (const std::string& w : kWeights)
     benchmark::RegisterBenchmark(("prefill/" + w).c_str(), BM_prefill, w)->UseManualTime()->Unit(benchmark::kMillisecond);
   auto* batch = benchmark::RegisterBenchmark("decode_batch", BM_decode_batch)->UseManualTime()->Unit(benchmark::kMillisecond);
