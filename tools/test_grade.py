@@ -381,6 +381,19 @@ class IntegrityTests(unittest.TestCase):
         self.assertIsNone(self.problem("u", "blockIdx"))
         self.assertIsNone(self.problem("V", "DW.ref.__gxx_personality_v0"))
 
+    def test_type_information_of_student_types_is_allowed(self):
+        # A kernel taking a pointer to a student struct (chapter 08's BlockQ8_0): the emulator's launch
+        # records its argument types, so the object holds weak type information for the pointer type.
+        self.assertIsNone(self.problem("V", "typeinfo for inferlab::student::BlockQ8_0 const*"))
+        self.assertIsNone(self.problem("V", "typeinfo name for inferlab::student::BlockQ8_0 const*"))
+        self.assertIsNone(self.problem("V", "typeinfo for inferlab::sim::student::Row*"))
+        self.assertIsNone(self.problem("V", "typeinfo for inferlab::student::BlockQ4_1 const&"))
+        # … but not that of a lab type, however it is spelled.
+        self.assertIsNotNone(self.problem("V", "typeinfo for inferlab::quant::BlockQ8_0 const*"))
+        self.assertIsNotNone(self.problem("V", "typeinfo for inferlab::quant::BlockQ8_0*"))
+        self.assertIsNotNone(self.problem("T", "inferlab::quant::dequantize_row_q4_1(std::span<inferlab::quant::BlockQ4_1 "
+                                               "const, 18446744073709551615ul>, std::span<float, 18446744073709551615ul>)"))
+
     def test_a_weak_definition_of_a_lab_name_is_rejected(self):
         # An inline redefinition of the comparison the parent uses would shadow the lab's copy.
         self.assertIsNotNone(self.problem("W", "inferlab::compare_to_oracle(std::span<float const>, double)"))
@@ -405,6 +418,24 @@ class IntegrityTests(unittest.TestCase):
         # A student working in this repo's exercises/ includes their own files there.
         exercises = root / "exercises"
         self.assertIsNone(integrity.include_problem(exercises / "01-naive-cpu-attention" / "softmax_row.cpp", exercises, build))
+
+    def test_chapter_08_is_graded_and_its_contract_alone_is_offered(self):
+        # exercises/08-real-model/ is a chapter the grader finds; its contract headers may be included,
+        # the block formats, quantized matmul and tokenizer it is graded against may not.
+        from grading import integrity
+        self.assertIn(("08", "real-model"), [(c.number, c.slug) for c in grade.discover_chapters()])
+        root = integrity.ROOT
+        student, build = root / "solutions", root / "build" / "x"
+        for header in (root / "exercises" / "08-real-model" / "ch08.h", root / "exercises" / "08-real-model" / "predictions.h",
+                       root / "common" / "half.h"):
+            self.assertIsNone(integrity.include_problem(header, student, build), header)
+        for header in (root / "kernels" / "quant" / "block_quant.h", root / "kernels" / "quant" / "quant_matmul.h",
+                       root / "runtime" / "tokenizer" / "bpe_tokenizer.h", root / "tests" / "08-real-model" / "student_check.h",
+                       root / "exercises" / "08-real-model" / "gemv_q8_0.cu"):
+            self.assertIsNotNone(integrity.include_problem(header, student, build), header)
+        self.assertTrue(grade.blames_student(["exercises/CMakeFiles/student_ch08_sim.dir/x/gemv_q8_0.cu.o"], "08"))
+        self.assertTrue(grade.blames_student(["tests/08-real-model/test_ch08_student"], "08"))
+        self.assertFalse(grade.blames_student(["tests/08-real-model/CMakeFiles/test_ch08_gguf.dir/a.cpp.o"], "08"))
 
     def test_the_instrumentation_constructor_is_the_only_startup_code_allowed(self):
         # The sim build compiles student kernels with -fsanitize=thread's calls, whose constructor

@@ -42,6 +42,7 @@ EXPECTED = {
     "warmup-missing-barrier": ("02", "racecheck"),  # W2: the vector sum's tree without its barrier per step
     "off-by-one-load": ("03", "memcheck"),   # 3.2: c <= head_dim reads one float past q's cudaMalloc buffer
     "capacity-loop": ("05", "initcheck"),    # 5.3: sums kMaxSplits shared weights, not the num_splits written
+    "gemv-row-guard": ("08", "memcheck"),    # 8.4: row > out_features lets one warp read the row past W's end
 }
 
 

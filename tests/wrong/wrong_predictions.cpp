@@ -4,7 +4,9 @@
 // without the mistake must pass. The mistakes: the article's traffic model where the real one is
 // asked (and its algebra slip), bits for bytes, KB or GB for KiB or GiB where the difference
 // shows, forgetting the ×2 for K and V, GQA ignored, the wrong roof, the KV of one token for all
-// of them, the weights read per sequence, a whole step for half of one, no rounding up.
+// of them, the weights read per sequence, a whole step for half of one, no rounding up; for a real
+// model's file: the tied output head forgotten or counted twice, the codes without their block's
+// scale and minimum, Q4_0's block for Q4_1.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,6 +22,7 @@
 #include "tests/05-fused-attention/predictions_check.h"
 #include "tests/06-paged-attention/predictions_check.h"
 #include "tests/07-continuous-batching/predictions_check.h"
+#include "tests/08-real-model/predictions_check.h"
 
 namespace inferlab {
 namespace {
@@ -360,6 +363,125 @@ TEST(WrongPredictionsCh07, CrossoverForgettingKAndV) {
                     return 2.0 * m.parameters * m.weight_bytes / kv_sequence(m, L);
                   }),
                   "forgetting the ×2 for K and V");
+}
+
+// ---- chapter 08 ----
+
+using student::RealModelShape;
+using student::WeightType;
+
+// Bytes a weight, as a student would tabulate it (with @p scale_and_min false: the codes alone).
+double ch08_per_weight(WeightType t, bool scale_and_min = true) {
+  switch (t) {
+    case WeightType::f32:
+      return 4.0;
+    case WeightType::f16:
+      return 2.0;
+    case WeightType::q8_0:
+      return scale_and_min ? 34.0 / 32.0 : 1.0;
+    case WeightType::q4_1:
+      return scale_and_min ? 20.0 / 32.0 : 0.5;
+  }
+  return 0.0;
+}
+// Weights in all layers' matrices (kv_heads replaced by heads when @p gqa is false).
+double ch08_layer_weights(const RealModelShape& m, bool gqa = true) {
+  const double q = double(m.heads * m.head_dim), kv = double((gqa ? m.kv_heads : m.heads) * m.head_dim);
+  return double(m.layers) * (2.0 * q * m.dim + 2.0 * kv * m.dim + 3.0 * double(m.dim) * m.hidden_dim);
+}
+double ch08_head_weights(const RealModelShape& m) { return double(m.vocab) * double(m.dim); }
+double ch08_norm_bytes(const RealModelShape& m) { return 4.0 * double(m.dim) * double(2 * m.layers + 1); }
+double ch08_weight_bytes(const RealModelShape& m, WeightType w, WeightType h) {
+  return ch08_layer_weights(m) * ch08_per_weight(w) + ch08_head_weights(m) * ch08_per_weight(h) + ch08_norm_bytes(m);
+}
+double ch08_kv_token(const RealModelShape& m, double e) { return 2.0 * double(m.layers * m.kv_heads * m.head_dim) * e; }
+
+TEST(WrongPredictionsCh08, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch08::check_weight_bytes_per_token(ch08_weight_bytes));
+  EXPECT_TRUE(testing::ch08::check_tokens_per_second_ceiling(
+      [](const RealModelShape& m, WeightType w, WeightType h, double gbs) { return gbs * 1e9 / ch08_weight_bytes(m, w, h); }));
+  EXPECT_TRUE(testing::ch08::check_kv_bytes_per_token(ch08_kv_token));
+  EXPECT_TRUE(testing::ch08::check_weight_to_kv_ratio([](const RealModelShape& m, WeightType w, WeightType h, double e,
+                                                         int64_t L) { return ch08_weight_bytes(m, w, h) / (ch08_kv_token(m, e) * L); }));
+}
+
+TEST(WrongPredictionsCh08, TheTiedHeadForgotten) {
+  expect_rejected(testing::ch08::check_weight_bytes_per_token([](const RealModelShape& m, WeightType w, WeightType) {
+                    return ch08_layer_weights(m) * ch08_per_weight(w) + ch08_norm_bytes(m);
+                  }),
+                  "forgetting the output head");
+}
+
+TEST(WrongPredictionsCh08, TokenEmbdCountedTwice) {
+  expect_rejected(testing::ch08::check_weight_bytes_per_token([](const RealModelShape& m, WeightType w, WeightType h) {
+                    return ch08_weight_bytes(m, w, h) + ch08_head_weights(m) * ch08_per_weight(h);
+                  }),
+                  "counting token_embd twice");
+}
+
+TEST(WrongPredictionsCh08, TheHeadInTheMatricesFormat) {
+  expect_rejected(testing::ch08::check_weight_bytes_per_token(
+                      [](const RealModelShape& m, WeightType w, WeightType) { return ch08_weight_bytes(m, w, w); }),
+                  "the head in the matrices' format");
+}
+
+TEST(WrongPredictionsCh08, TheCodesWithoutTheirScales) {
+  expect_rejected(testing::ch08::check_weight_bytes_per_token([](const RealModelShape& m, WeightType w, WeightType h) {
+                    return ch08_layer_weights(m) * ch08_per_weight(w, false) + ch08_head_weights(m) * ch08_per_weight(h, false) + ch08_norm_bytes(m);
+                  }),
+                  "the codes alone");
+}
+
+TEST(WrongPredictionsCh08, Q4_0sBlockForQ4_1) {
+  expect_rejected(testing::ch08::check_weight_bytes_per_token([](const RealModelShape& m, WeightType w, WeightType h) {
+                    const auto b = [](WeightType t) { return t == WeightType::q4_1 ? 18.0 / 32.0 : ch08_per_weight(t); };
+                    return ch08_layer_weights(m) * b(w) + ch08_head_weights(m) * b(h) + ch08_norm_bytes(m);
+                  }),
+                  "Q4_0's 18-byte block");
+}
+
+TEST(WrongPredictionsCh08, GqaIgnoredInTheWeights) {
+  expect_rejected(testing::ch08::check_weight_bytes_per_token([](const RealModelShape& m, WeightType w, WeightType h) {
+                    return ch08_layer_weights(m, false) * ch08_per_weight(w) + ch08_head_weights(m) * ch08_per_weight(h) + ch08_norm_bytes(m);
+                  }),
+                  "GQA ignored (wk and wv");
+}
+
+TEST(WrongPredictionsCh08, CeilingInGiBPerSecond) {
+  expect_rejected(testing::ch08::check_tokens_per_second_ceiling(
+                      [](const RealModelShape& m, WeightType w, WeightType h, double gbs) {
+                        return gbs * 1073741824.0 / ch08_weight_bytes(m, w, h);
+                      }),
+                  "GiB/s for GB/s");
+}
+
+TEST(WrongPredictionsCh08, KvForgettingKAndV) {
+  expect_rejected(testing::ch08::check_kv_bytes_per_token(
+                      [](const RealModelShape& m, double e) { return ch08_kv_token(m, e) / 2.0; }),
+                  "forgetting the ×2 for K and V");
+}
+
+TEST(WrongPredictionsCh08, KvWithQueryHeads) {
+  expect_rejected(testing::ch08::check_kv_bytes_per_token([](const RealModelShape& m, double e) {
+                    return 2.0 * double(m.layers * m.heads * m.head_dim) * e;
+                  }),
+                  "GQA ignored (query heads");
+}
+
+TEST(WrongPredictionsCh08, RatioUpsideDown) {
+  expect_rejected(testing::ch08::check_weight_to_kv_ratio([](const RealModelShape& m, WeightType w, WeightType h,
+                                                             double e, int64_t L) {
+                    return ch08_kv_token(m, e) * L / ch08_weight_bytes(m, w, h);
+                  }),
+                  "the inverse");
+}
+
+TEST(WrongPredictionsCh08, RatioWithOneTokensKv) {
+  expect_rejected(testing::ch08::check_weight_to_kv_ratio([](const RealModelShape& m, WeightType w, WeightType h,
+                                                             double e, int64_t) {
+                    return ch08_weight_bytes(m, w, h) / ch08_kv_token(m, e);
+                  }),
+                  "the KV of one token instead of the whole context");
 }
 
 }  // namespace

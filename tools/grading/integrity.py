@@ -141,8 +141,11 @@ def _qualified_name(demangled: str) -> str:
         elif depth == 0:
             out.append(ch)
     tokens = "".join(out).split()
-    while len(tokens) > 1 and tokens[-1] in ("const", "volatile", "&", "&&", "noexcept"):
-        tokens.pop()  # qualifiers after the parameter list
+    # Qualifiers after the parameter list, and the declarator of a type name: "typeinfo for
+    # inferlab::student::BlockQ8_0 const*" (a kernel argument of a student struct's pointer type,
+    # which the emulator's launch records) names inferlab::student::BlockQ8_0.
+    while len(tokens) > 1 and (tokens[-1] in ("volatile", "&&", "noexcept") or re.fullmatch(r"(const|[*&])+", tokens[-1])):
+        tokens.pop()
     return tokens[-1] if tokens else ""
 
 
