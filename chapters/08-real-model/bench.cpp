@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -267,6 +268,8 @@ void register_benchmarks() {
   bench::add_roofline_context("2 FLOPs per weight per token + 4·d per (query head, visible key)",
                               "weights as stored, read once per step + K and V of every cached token (fp32)");
   benchmark::AddCustomContext("model", g_model_path);
+  const char* spin = std::getenv("GOMP_SPINCOUNT");  // the launcher sets 1000 (./inferlab's comment)
+  benchmark::AddCustomContext("GOMP_SPINCOUNT", spin ? spin : "unset (libgomp's default)");
   benchmark::AddCustomContext("decode_context_tokens", std::to_string(kContext));
   benchmark::AddCustomContext("prefill_prompt", "the first 512 tokens of " + text_path());
 }
