@@ -45,18 +45,20 @@ FORMATS = [("f32", "f32 (the file dequantized)"), ("f16", "f16"), ("q8_0", "Q8_0
 def tables(data, quality, peer):
     r = rows(data)
     ctx = data.get("context", {})
-    out = [f"Medians of {ctx.get('benchmark_repetitions', '?')} repetitions; read roof "
+    reps = next((v.get("repetitions") for v in r.values() if v.get("repetitions")), 1)
+    out = [f"Medians of {reps} repetitions ({ctx.get('date', '?')}); read roof "
            f"{float(ctx.get('roofline_read_gbs', 0)):.1f} GB/s, FMA peak {float(ctx.get('roofline_peak_gflops', 0)):.0f} "
            f"GFLOP/s (`{ctx.get('roofline_file', '?')}`, measured {ctx.get('roofline_measured_at', '?')}); "
            f"GOMP_SPINCOUNT {ctx.get('GOMP_SPINCOUNT', '?')}.", ""]
-    out += ["| weights | bytes / token | decode tokens/s | GB/s | % of read roof | ceiling tokens/s | prefill 512 tokens/s |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out += ["| weights | weights read | KV read | decode tokens/s | GB/s | % of read roof | ceiling tokens/s | "
+            "prefill 512 tokens/s |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for key, label in FORMATS:
         d = r.get("decode/" + key)
         if d is None:
             continue
         p = r.get("prefill/" + key.split(",")[0]) if "," not in key else None
-        out.append(f"| {label} | {d['bytes'] / 1e6:.1f} MB | {d['tokens/s']:.1f} | {d['GB/s']:.1f} | {d['read_pct']:.0f}% | "
+        out.append(f"| {label} | {d['weight_MB']:.1f} MB | {d['kv_MB']:.1f} MB | {d['tokens/s']:.1f} | {d['GB/s']:.1f} | "
+                   f"{d['read_pct']:.0f}% | "
                    f"{d['roof_tokens/s']:.0f} | " + (f"{p['tokens/s']:.0f}" if p else "") + " |")
     out += ["", "| B | step | tokens/s | × B = 1 | AI | GFLOP/s | GB/s |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     batch = sorted((int(k.split("/")[1]), v) for k, v in r.items() if k.startswith("decode_batch/"))

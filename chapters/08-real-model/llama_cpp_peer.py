@@ -119,7 +119,9 @@ def main():
     args = p.parse_args()
     with open(args.text, encoding="utf-8") as f:
         text = f.read()
-    result = {"machine": os.uname().machine, "model": os.path.basename(args.model),
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    result = {"machine": f"{cpu}, {os.cpu_count()} CPUs", "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "unset"),
+              "command": " ".join(sys.argv), "model": os.path.basename(args.model),
               "llama_cpp": llama_cpp_run(args.model, text, args.threads, args.repetitions, args.decode_tokens,
                                                not args.no_extra_buffer_types)}
     if args.lab:
