@@ -4,9 +4,11 @@
 // floats, prefetching the next rows, the K pass (4 dot products, 4 independent FMA chains, one
 // shared horizontal reduction) and the V pass (4 p·v products per accumulator load/store) —
 // and attend_keys(), the whole two-pass work of a GQA group over a range of keys, which
-// cpu/decode_simd and cpu/decode_int8_simd run over all keys (decode_groups()) and chapter 05's
-// cpu/decode_split over one split. See cpu_decode_simd.cpp for why each step is shaped this way
-// and what it measured.
+// cpu/decode_simd and cpu/decode_int8_simd run over all keys (decode_groups()), chapter 05's
+// cpu/decode_split over one split and chapter 06's cpu/prefill_with_cache over each piece of a
+// chunk's keys. A quantized cache's scales enter through a Scales policy (Unscaled for fp32 and
+// fp16; QuantizedScales, below, for INT8 and FP8 E4M3). See cpu_decode_simd.cpp for why each
+// step is shaped this way and what it measured.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "common/tensor.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/decode/decode.h"
+#include "kernels/kv/fp8_e4m3.h"
 #include "kernels/kv/kv_layout.h"
 
 namespace inferlab::decode_keys {
@@ -56,6 +59,32 @@ inline Vec load_floats(const int8_t* p) {
 #endif
 }
 
+// The value of every FP8 E4M3 code (fp8_e4m3_to_float(), NaN for the NaN codes): the 1 KiB
+// table the CPU decodes FP8 rows with, one gather per vector. A table rather than bit tricks: the
+// subnormal codes would go through float subnormals (flushed to 0 under DAZ) and the NaN codes
+// need a blend; looked up, every code is its value exactly, whatever the FP environment.
+inline const std::array<float, 256> kFp8E4M3Values = [] {
+  std::array<float, 256> values{};
+  for (int code = 0; code < 256; ++code) values[size_t(code)] = fp8_e4m3_to_float(uint8_t(code));
+  return values;
+}();
+
+// kLanes FP8 E4M3 codes at @p p (uint8_t: how KvRows holds FP8) decoded to floats: the codes
+// widened to 32-bit indices, then one gather from kFp8E4M3Values.
+inline Vec load_floats(const uint8_t* p) {
+#if defined(__AVX512F__)
+  return _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+                             kFp8E4M3Values.data(), 4);
+#elif defined(__AVX2__) && defined(__FMA__)
+  return _mm256_i32gather_ps(kFp8E4M3Values.data(),
+                             _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 4);
+#else
+  float f[kLanes];
+  for (int i = 0; i < kLanes; ++i) f[i] = kFp8E4M3Values[p[i]];
+  return simd::load(f);
+#endif
+}
+
 // One cached element as a float (the scalar tail of a row that is not whole vectors).
 inline float element_to_float(float x) {
   return x;
@@ -65,6 +94,9 @@ inline float element_to_float(uint16_t bits) {
 }
 inline float element_to_float(int8_t x) {
   return float(x);
+}
+inline float element_to_float(uint8_t fp8_code) {
+  return kFp8E4M3Values[fp8_code];
 }
 
 // Asks for the lines of @p bytes bytes at @p p (contiguous rows) to be brought into the caches.
@@ -150,7 +182,7 @@ template <class T, class Dim>
 // crowd L1 and compete with the hardware prefetcher, already streaming into L2). int8: 16 rows,
 // 2 KiB at head_dim 128 — the bytes the fp32 rows are prefetched ahead; nearer and farther
 // distances, and other hints (t1, t2, nta), were slower. Chapter 04's lesson (§4) has the
-// side-by-side figures.
+// side-by-side figures. FP8 rows (one byte too) take int8's distance, not measured apart.
 template <class T>
 constexpr int64_t kPrefetchKeys = sizeof(T) == 1 ? 4 * kKeys : kKeys;
 
@@ -267,9 +299,9 @@ struct GroupScratch {
 /// How attend_keys() folds a quantized cache's scales out of its inner loops (the hooks of
 /// cuda_decode.cuh's Rows, on the CPU). Rows are named by their index in the layer (the
 /// layout's row(), which is also the index of a per-token scale). Unscaled, for fp32 and fp16
-/// caches, changes nothing; cpu/decode_int8_simd passes its INT8 scales. The score and
-/// probability hooks work on whole runs of a pass (vectorised), never one key at a time inside
-/// the streaming loops.
+/// caches, changes nothing; INT8 and FP8 caches pass their QuantizedScales (below). The score
+/// and probability hooks work on whole runs of a pass (vectorised), never one key at a time
+/// inside the streaming loops.
 struct Unscaled {
   /// The factor of query element c (per-channel K scales fold in here): 1.
   float query_factor(int64_t) const { return 1.0f; }
@@ -280,6 +312,60 @@ struct Unscaled {
   /// scales): as they are.
   void weight_probabilities(int64_t, float*, int64_t) const {}
 };
+
+// A stored scale as a float: fp32 as is, fp16 bits converted (F16C where available).
+inline float scale_at(const float* scales, int64_t i) {
+  return scales[i];
+}
+inline float scale_at(const uint16_t* scales, int64_t i) {
+#if defined(__F16C__)
+  return _cvtsh_ss(scales[i]);
+#else
+  return half_bits_to_float(scales[i]);
+#endif
+}
+
+// x[i] *= scales[i] for i < n: kLanes at a time (fp16 scales converted 16 or 8 per instruction
+// by load_floats), the tail one by one — the same single product per element either way, so
+// where a run starts or ends changes no bit.
+template <class S>
+void multiply_by_scales(float* x, const S* scales, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) simd::store(x + i, simd::mul(simd::load(x + i), load_floats(scales + i)));
+  for (; i < n; ++i) x[i] *= scale_at(scales, i);
+}
+
+/// The scales of one (sequence, KV head) of an INT8 or FP8 E4M3 cache, stored as S (float, or
+/// fp16 bits for INT8 with fp16 scales), as attend_keys() folds them — a key's score and a
+/// value's weight are its code's, times its scale:
+///   per-token K (INT8 per_token, FP8): s_j = k_scale_j · (q · k̂_j), one multiply per score over
+///                 the run of scores after the K pass (scale_scores);
+///   per-channel K (INT8 per_channel): q'_c = q_c · k_scale_c, folded into the query once
+///                 (query_factor);
+///   V:            acc += (p_j · v_scale_j) · v̂_j, folded into the probabilities after their sum
+///                 is taken, before the V pass (weight_probabilities).
+/// Per-token scales are indexed by row (kv_layout.h), per-channel ones by channel.
+template <class S>
+struct QuantizedScales {
+  const S* k_scales = nullptr;    ///< K's scales of the layer (per token, by row)
+  const S* k_channels = nullptr;  ///< K's per-channel scales of this (sequence, KV head), or null
+  const S* v_scales = nullptr;    ///< V's scales of the layer, by row
+  /// The per-channel K scale of channel @p c (1 for per-token K scales).
+  float query_factor(int64_t c) const { return k_channels ? scale_at(k_channels, c) : 1.0f; }
+  /// Scores s[0 … n) of rows row0 … times their per-token K scales (per-channel: unchanged).
+  void scale_scores(int64_t row0, float* s, int64_t n) const {
+    if (!k_channels) multiply_by_scales(s, k_scales + row0, n);
+  }
+  /// Probabilities p[0 … n) of rows row0 … times their V scales.
+  void weight_probabilities(int64_t row0, float* p, int64_t n) const { multiply_by_scales(p, v_scales + row0, n); }
+};
+
+/// The QuantizedScales of (sequence @p b, KV head @p g) in @p rows (an INT8 or FP8 layer).
+template <class T, class S, class Layout>
+QuantizedScales<S> quantized_scales(const KvRows<T, S, Layout>& rows, int64_t b, int64_t g) {
+  const S* channels = rows.per_channel ? rows.k_scales + rows.layout.head(b, g) * rows.head_dim : nullptr;
+  return {rows.k_scales, channels, rows.v_scales};
+}
 
 // The decode work of one (sequence b, KV head g) — or of one split of its keys (chapter 05's
 // split-KV decode): the @p group query rows at @p q_rows (consecutive rows of d floats) attend
@@ -298,10 +384,12 @@ void attend_keys(const float* q_rows, int64_t group, const KvRows<T, S, Layout>&
   const int64_t d = rows.head_dim;
   const int64_t d_pad = simd::round_up(d, kLanes), n_keys = end - begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // Rows are read in place when they are whole vectors — fp16 rows only when each serves one
-  // query head (MHA): a GQA group converts an fp16 row once into a float tile and reuses it.
-  // fp32 and int8 rows are always read in place.
-  const bool in_place = d == d_pad && (!std::is_same_v<T, uint16_t> || group == 1);
+  // Rows are read in place when they are whole vectors — fp16 and FP8 rows only when each
+  // serves one query row (MHA decode): several rows (a GQA group, a prefill tile) convert an fp16
+  // or FP8 row once into a float tile and reuse it (an FP8 vector costs a gather). fp32 and int8
+  // rows are always read in place. Either way a row's elements become the same floats.
+  constexpr bool kConvertOnce = std::is_same_v<T, uint16_t> || std::is_same_v<T, uint8_t>;
+  const bool in_place = d == d_pad && (!kConvertOnce || group == 1);
   constexpr int64_t ahead = kPrefetchKeys<T>;
   float* scores = scratch.scores.data();
   const int64_t stride = scratch.score_stride;

@@ -27,11 +27,24 @@
 // Reads: each K and V row of the visible prefix once per tile — n / kTileTokens times per chunk
 // of n tokens — instead of once per query token; the tile's rows share every load (AI grows
 // with the tile, as prefill's does with L).
+//
+// Element types: fp32 and fp16 rows as they are (Unscaled); INT8 codes with fp32 or fp16 scales
+// and FP8 E4M3 codes with fp32 scales (chapter 04) through chapter 04's QuantizedScales, which
+// attend_keys() applies in both kinds of piece alike: each run's scores times their rows'
+// per-token K scales (or the query times per-channel K scales, a contiguous INT8 cache's), each
+// run's probabilities times their rows' V scales. A scale belongs to its row, so a quantized
+// cache keeps the invariance above: a key's score and a value's weight are the same floats in
+// whichever piece, tile or layout they are read. (That the *codes* are the same however a
+// sequence was chunked is the writer's business: per-token INT8 and FP8 rows are quantized each
+// on its own, so they are; per-channel K scales are calibrated on a whole prompt, so the model's
+// chunked forward refuses them — llama_model.h.)
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/decode/cpu_decode_keys.h"
@@ -81,9 +94,11 @@ struct Item {
   int64_t tokens;                          // query tokens in the tile
 };
 
-template <class T, class Layout>
-void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, float, Layout>& rows,
-                   const std::vector<Item>& items, Tensor<float>& out) {
+// The work items @p items over the layer @p rows; @p scales_of(b, g) gives the Scales policy of
+// (sequence b, KV head g) that attend_keys() folds into every piece (Unscaled, QuantizedScales).
+template <class T, class S, class Layout, class ScalesOf>
+void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, S, Layout>& rows,
+                   const ScalesOf& scales_of, const std::vector<Item>& items, Tensor<float>& out) {
   const int64_t d = s.head_dim, group = s.group_size(), d_pad = simd::round_up(d, kLanes);
   const int64_t max_rows = kTileTokens * group;
   // Threads only when there is work for them: a small model's decode step is a few thousand
@@ -102,6 +117,7 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
     for (size_t w = 0; w < items.size(); ++w) {
       const Item& item = items[w];
       const int64_t b = item.sequence, g = item.kv_head, h0 = g * group, n_rows = item.tokens * group;
+      const auto scales = scales_of(b, g);  // the same for both kinds of piece
       // The tile's query rows, token by token, the group's heads of each token together.
       for (int64_t t = 0; t < item.tokens; ++t)
         std::copy_n(q.data() + ((item.first_token + t) * s.num_heads + h0) * d, group * d, q_tile.data() + t * group * d);
@@ -113,7 +129,7 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
       const int64_t shared_end = (first + 1) / kPieceKeys * kPieceKeys;
       for (int64_t begin = 0; begin < shared_end; begin += kPieceKeys) {
         attend_keys(q_tile.data(), n_rows, rows, b, g, begin, begin + kPieceKeys, shared_scratch, piece.acc.data(),
-                    piece.max.data(), piece.sum.data());
+                    piece.max.data(), piece.sum.data(), scales);
         merge(total, 0, piece, n_rows, d_pad);
       }
       // 2. The rest up to each token's own position p, in the same absolute pieces, per token.
@@ -121,7 +137,7 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
         const int64_t p = s.token_position[size_t(item.first_token + t)];
         for (int64_t begin = shared_end; begin <= p; begin += kPieceKeys) {
           attend_keys(q_tile.data() + t * group * d, group, rows, b, g, begin, std::min(p + 1, begin + kPieceKeys),
-                      token_scratch, piece.acc.data(), piece.max.data(), piece.sum.data());
+                      token_scratch, piece.acc.data(), piece.max.data(), piece.sum.data(), scales);
           merge(total, t * group, piece, group, d_pad);
         }
       }
@@ -136,7 +152,9 @@ void prefill_tiles(const Tensor<float>& q, const ChunkShape& s, const KvRows<T, 
   }
 }
 
-template <class T>
+// The kernel over rows of T with scales of S (float for the unscaled formats, which have none):
+// the checks, the work items, then prefill_tiles() on the cache's own layout.
+template <class T, class S = float>
 void prefill_with_cache(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                         int64_t layer, Tensor<float>& out) {
   const ChunkShape s = chunk_shape(q, chunk_lengths, cache);
@@ -150,7 +168,13 @@ void prefill_with_cache(const Tensor<float>& q, const std::vector<int64_t>& chun
         items.push_back({b, g, first_token + t0, std::min(kTileTokens, n - t0)});
     first_token += n;
   }
-  cache.with_rows<T>(layer, [&](const auto& rows) { prefill_tiles(q, s, rows, items, out); });
+  cache.with_rows<T, S>(layer, [&](const auto& rows) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, uint16_t>) {
+      prefill_tiles(q, s, rows, [](int64_t, int64_t) { return Unscaled{}; }, items, out);
+    } else {
+      prefill_tiles(q, s, rows, [&](int64_t b, int64_t g) { return quantized_scales(rows, b, g); }, items, out);
+    }
+  });
 }
 
 }  // namespace
@@ -162,11 +186,19 @@ void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& 
 
 void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                             int64_t layer, Tensor<float>& out) {
-  if (cache.dtype() == KvDtype::fp16) {
-    prefill_with_cache<uint16_t>(q, chunk_lengths, cache, layer, out);
-  } else {
-    prefill_with_cache<float>(q, chunk_lengths, cache, layer, out);  // rows<float>() refuses any other format
+  switch (cache.dtype()) {
+    case KvDtype::fp32:
+      return prefill_with_cache<float>(q, chunk_lengths, cache, layer, out);
+    case KvDtype::fp16:
+      return prefill_with_cache<uint16_t>(q, chunk_lengths, cache, layer, out);
+    case KvDtype::int8:
+      if (cache.format().scale_dtype == ScaleDtype::fp16)
+        return prefill_with_cache<int8_t, uint16_t>(q, chunk_lengths, cache, layer, out);
+      return prefill_with_cache<int8_t, float>(q, chunk_lengths, cache, layer, out);
+    case KvDtype::fp8:
+      return prefill_with_cache<uint8_t, float>(q, chunk_lengths, cache, layer, out);
   }
+  throw std::logic_error("prefill_with_cache_cpu: unknown KV dtype");
 }
 
 }  // namespace inferlab

@@ -63,14 +63,19 @@ Cost prefill_with_cache_cost(const std::vector<int64_t>& chunk_lengths, const Kv
 /// the GQA group — stream the cached prefix together through chapter 03's two SIMD passes
 /// (attend_keys(), run by run, so a paged cache is read block by block), a prefix of any length
 /// in pieces whose partial results are merged exactly; then each token attends to the chunk's
-/// keys up to itself; the partials are merged. fp32 or fp16 cache, either layout.
+/// keys up to itself; the partials are merged. Either layout; an fp32, fp16, INT8 (per-token K
+/// scales, or per-channel on a contiguous cache; fp32 or fp16 scales) or FP8 E4M3 cache, the
+/// quantized ones read as codes with their scales folded into the scores and the probabilities
+/// (chapter 04's QuantizedScales): the result is attention over the cache's dequantized values
+/// (KvCache::dequantized()), to fp32 rounding.
 void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                             Tensor<float>& out);
 
 /// cpu/prefill_with_cache over layer @p layer of @p cache (chapter 07's model calls it once per
-/// layer). A query's output depends only on its position and the cached values, never on the
-/// chunking or the rest of the batch: bit-identical whether it is computed in a prompt chunk of
-/// any size or as a decode step (the comment at the top of cpu_prefill_with_cache.cpp says how).
+/// layer). A query's output depends only on its position and the cached values (codes and
+/// scales, for a quantized cache), never on the chunking, the rest of the batch or the layout:
+/// bit-identical whether it is computed in a prompt chunk of any size or as a decode step (the
+/// comment at the top of cpu_prefill_with_cache.cpp says how).
 void prefill_with_cache_cpu(const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths, const KvCache& cache,
                             int64_t layer, Tensor<float>& out);
 

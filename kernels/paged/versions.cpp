@@ -24,7 +24,9 @@ PrefillWithCacheFn checked_for(KvDtype dtype, PrefillWithCacheFn run) {
 
 std::vector<PrefillWithCacheVersion> prefill_with_cache_rows() {
   std::vector<PrefillWithCacheVersion> rows;
-  for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16})
+  // The cpu version reads every format (int8: the row runs the cache's own scale layout; a test
+  // cache of KvDtype::int8 is per-token K with fp32 scales); the device one fp32 and fp16 only.
+  for (const KvDtype dtype : {KvDtype::fp32, KvDtype::fp16, KvDtype::int8, KvDtype::fp8})
     rows.push_back({"cpu/prefill_with_cache", Backend::cpu, dtype, 6, precision_of(dtype),
                     "fused: tiles of the chunk's queries stream the prefix together (attend_keys), causal tail per token",
                     checked_for(dtype, [](const Tensor<float>& q, const std::vector<int64_t>& chunk_lengths,

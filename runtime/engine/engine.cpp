@@ -53,6 +53,7 @@ void EngineConfig::validate() const {
     require(ceil_div(max_seq_len, block_size) <= num_blocks, "num_blocks", num_blocks,
             "static batching reserves max_seq_len = " + std::to_string(max_seq_len) +
                 " tokens per request: the pool must hold at least one");
+  model::check_kv_format(kv_format);  // INT8 per-channel: refused (the backend's own limits: make_model_runner)
 }
 
 namespace {
@@ -90,7 +91,7 @@ Engine::Engine(const model::LlamaModel& model, EngineConfig config)
       config_(validated(config, model)),
       manager_(config_.num_blocks, config_.block_size, config_.prefix_caching),
       runner_(model::make_model_runner(model, config_.backend, config_.max_num_seqs, config_.max_seq_len,
-                                       KvPaging{config_.block_size, config_.num_blocks})) {}
+                                       KvPaging{config_.block_size, config_.num_blocks}, config_.kv_format)) {}
 
 int64_t Engine::add_request(Request request) {
   const int64_t id = next_id_;
@@ -388,11 +389,12 @@ void Engine::check_state() const {
   manager_.check_invariants(live);
 }
 
-RequestOutput generate_alone(const model::LlamaModel& model, const Request& request) {
+RequestOutput generate_alone(const model::LlamaModel& model, const Request& request, const KvFormat& kv_format) {
   request.sampling.validate();
   require(!request.prompt.empty(), "prompt.size()", 0, "must be ≥ 1");
+  model::check_kv_format(kv_format);
   const int64_t total = int64_t(request.prompt.size()) + request.sampling.max_new_tokens;
-  KvCache cache(model.kv_shape(1, total), KvDtype::fp32);
+  KvCache cache(model.kv_shape(1, total), kv_format);
   RequestOutput out;
   out.id = request.id;
   out.prompt = request.prompt;

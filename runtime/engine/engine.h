@@ -19,8 +19,9 @@
 /// Guarantees, tested in tests/07-continuous-batching: the pool running out preempts (recompute)
 /// rather than failing; every request finishes or is aborted exactly once; the pool is entirely
 /// free when the engine is empty; with greedy sampling each request's tokens equal those of the
-/// request run alone on a contiguous cache (generate_alone()), under any batch, chunking, block
-/// size, preemption or prefix-cache hit — the model's kernels are batch-invariant.
+/// request run alone on a contiguous cache of the same KV format (generate_alone()), under any
+/// batch, chunking, block size, preemption or prefix-cache hit — the model's kernels are
+/// batch-invariant, and a quantized KV format quantizes each token's rows on their own.
 
 #include <chrono>
 #include <cstdint>
@@ -84,6 +85,16 @@ struct EngineConfig {
   /// Where the model runs: cpu (the batch-invariant CPU forward), sim (the CUDA kernels on the
   /// emulator) or cuda (a GPU); on sim and cuda the weights and the KV pool stay on the device.
   Backend backend = Backend::cpu;
+  /// How the KV pool stores K and V (kv_format.h; parse_kv_format() reads the names): fp32 (the
+  /// default), or on the cpu backend fp16, INT8 with per-token K scales (KvFormat::int8(), fp32
+  /// scales; "int8/fp16-scales") or FP8 E4M3 (KvFormat::fp8()) — a quarter of fp32's bytes per
+  /// element plus a scale per row. Each token's rows are quantized on their own as they are
+  /// written, so the guarantees above hold within a format: greedy tokens equal
+  /// generate_alone(model, request, kv_format). Refused with std::invalid_argument naming
+  /// "kv_format": INT8 per-channel K scales, by validate() (model::check_kv_format() says why),
+  /// and any format but fp32 on sim and cuda, when the engine builds its model runner
+  /// (make_model_runner(): their device pool is fp32).
+  KvFormat kv_format = KvFormat::fp32();
 
   /// Throws std::invalid_argument naming a bad setting.
   void validate() const;
@@ -227,9 +238,13 @@ class Engine {
   double now_ = 0.0;
 };
 
-/// Runs @p request alone: a contiguous KV cache of one sequence, the whole prompt in one forward,
-/// then one decode step per token, sampled as the engine samples (same seed, same stream) — the
-/// reference every batched run must reproduce. Metrics carry only the token count.
-RequestOutput generate_alone(const model::LlamaModel& model, const Request& request);
+/// Runs @p request alone: a contiguous KV cache of one sequence in @p kv_format (fp32 by
+/// default; an engine with EngineConfig::kv_format is compared with the same format), the whole
+/// prompt in one forward, then one decode step per token, sampled as the engine samples (same
+/// seed, same stream) — the reference every batched run must reproduce. Metrics carry only the
+/// token count. Throws std::invalid_argument for an empty prompt, bad sampling parameters or a
+/// format the forward refuses (model::check_kv_format(), naming "kv_format").
+RequestOutput generate_alone(const model::LlamaModel& model, const Request& request,
+                             const KvFormat& kv_format = KvFormat::fp32());
 
 }  // namespace inferlab::engine

@@ -3,7 +3,7 @@
 //   x   = embedding rows of the tokens (widened to fp32)  [T, dim]
 //   xn  = rms_norm(x)                              [T, dim]
 //   qkv = xn · wqkvᵀ; RoPE on q and k by position  [T, q_dim + 2·kv_dim]  (q_dim = n_heads · head_dim)
-//   K, V → the cache at each token's slot          (KvCache::store_slots)
+//   K, V → the cache at each token's slot          (KvCache::store_slots: rounded or quantized per row)
 //   att = prefill_with_cache(q, chunks, cache)     [T, q_dim]  (decode = chunks of 1)
 //   x  += att · woᵀ
 //   x  += swiglu(rms_norm(x) · w13ᵀ) · w2ᵀ
@@ -27,6 +27,13 @@
 #include "kernels/paged/prefill_with_cache.h"
 
 namespace inferlab::model {
+
+void check_kv_format(const KvFormat& kv_format) {
+  require(!kv_format.per_channel(), "kv_format", kv_format.name(),
+          "the forward writes K chunk by chunk (store_slots) into blocks shared between sequences, but per-channel K "
+          "scales are calibrated on a whole prompt (KvCache::prefill): use per-token INT8 scales (int8, "
+          "int8/fp16-scales), fp8, fp16 or fp32");
+}
 
 LlamaModel::LlamaModel(LlamaWeights weights) : weights_(std::move(weights)) {
   const LlamaConfig& c = weights_.config;
@@ -84,6 +91,7 @@ std::vector<int64_t> apply_plan(const StepPlan& plan, KvCache& cache) {
 }  // namespace
 
 Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
+  check_kv_format(cache.format());
   check(plan, cache.shape(), cache.paging());
   const LlamaConfig& c = config();
   const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, q_dim = c.q_dim(), kv = c.kv_dim();

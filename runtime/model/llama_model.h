@@ -10,6 +10,12 @@
 /// sequence was cut into chunks: every kernel it goes through is batch-invariant (layers.h,
 /// cpu_prefill_with_cache.cpp).
 ///
+/// The KV cache may be in any format the attention reads (kv_format.h): fp32, fp16, INT8 with
+/// per-token K scales (fp32 or fp16 scales) or FP8 E4M3 — each token's K and V rows quantized on
+/// their own as they are written (store_slots), so the invariance above holds for them too, and
+/// the logits are those of attention over the dequantized rows. Not INT8 with per-channel K
+/// scales: check_kv_format() says why.
+///
 /// The shape comes from the config (llama_config.h): the query width q_dim = n_heads · head_dim,
 /// which need not equal dim, and the RoPE style and θ. The weights are typed (llama_weights.h:
 /// fp32, fp16 or bf16 matrices): the CPU linear layer reads each in its own format, and
@@ -25,6 +31,18 @@
 #include "runtime/model/step_plan.h"
 
 namespace inferlab::model {
+
+/// Checks that the forward can run over a KV cache of @p kv_format: every format but INT8 with
+/// per-channel K scales (KeyScaling::per_channel). Those scales are one per channel of a
+/// sequence's K, calibrated on its whole prompt (KvCache::prefill) before any token is stored;
+/// the forward writes K chunk by chunk (store_slots), so a chunked prompt's first chunk would fix
+/// them without seeing the rest (the chunk's first token calibrates them, the later ones clamp),
+/// a token's codes would depend on how its prompt was chunked or recomputed (breaking batch
+/// invariance), and the engine's paged pool shares blocks between sequences, whose rows must
+/// each carry their own scale (KvCache refuses per-channel scales on a paged cache). Throws
+/// std::invalid_argument naming "kv_format" and the format otherwise. The model runners and
+/// the engine's config (EngineConfig::validate) check with it too.
+void check_kv_format(const KvFormat& kv_format);
 
 /// The model: weights plus the RoPE table, and the forward.
 class LlamaModel {
@@ -47,10 +65,12 @@ class LlamaModel {
   /// returns the logits of the tokens in plan.logits_indices as [logits_indices.size(),
   /// vocab_size]. Throws std::invalid_argument, before changing anything, naming a bad field:
   /// a plan that is not well formed for @p cache (check_step_plan()), a token id outside the
-  /// vocabulary, a context past the model's max_seq_len, a cache of another shape.
+  /// vocabulary, a context past the model's max_seq_len, a cache of another shape, a cache
+  /// format the forward cannot write chunk by chunk (check_kv_format(): INT8 per-channel).
   ///
   /// This is the CPU forward: layers.h's batch-invariant layers and cpu/prefill_with_cache, so a
-  /// token's logits are bit-identical whatever else is in the batch. The sim and cuda backends
+  /// token's logits are bit-identical whatever else is in the batch — for every cache format it
+  /// accepts (fp32, fp16, INT8 per-token, FP8). The sim and cuda backends
   /// run plans through the resident model runner instead (model_runner.h).
   Tensor<float> forward(const StepPlan& plan, KvCache& cache) const;
 

@@ -28,6 +28,7 @@
 
 #include "common/backend.h"
 #include "common/tensor.h"
+#include "kernels/kv/kv_format.h"
 #include "kernels/kv/kv_layout.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/step_plan.h"
@@ -51,6 +52,9 @@ class ModelRunner {
   const KvCacheShape& kv_shape() const { return shape_; }
   /// The pool's block size and block count.
   const KvPaging& paging() const { return paging_; }
+  /// The KV pool's element format (kv_format.h): fp32 unless make_model_runner() was asked for
+  /// another.
+  const KvFormat& kv_format() const { return kv_format_; }
 
   /// Runs @p plan (LlamaModel::forward's contract: block copies, fresh blocks poisoned, each
   /// token's K/V written at its slot, attention through the block tables) and returns the logits
@@ -61,9 +65,10 @@ class ModelRunner {
   Tensor<float> run(const StepPlan& plan);
 
  protected:
-  /// Keeps @p model, @p shape and @p paging (validated by make_model_runner()).
-  ModelRunner(const LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging)
-      : model_(model), shape_(shape), paging_(paging) {}
+  /// Keeps @p model, @p shape, @p paging and @p kv_format (validated by make_model_runner()).
+  ModelRunner(const LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging,
+              const KvFormat& kv_format = KvFormat::fp32())
+      : model_(model), shape_(shape), paging_(paging), kv_format_(kv_format) {}
   /// The backend's step, for a plan already checked.
   virtual Tensor<float> run_checked(const StepPlan& plan) = 0;
 
@@ -71,13 +76,20 @@ class ModelRunner {
   const LlamaModel& model_;
   KvCacheShape shape_;
   KvPaging paging_;
+  KvFormat kv_format_;
 };
 
-/// A runner for @p model on @p backend with a paged fp32 KV pool of @p paging.num_blocks blocks
-/// of @p paging.block_size tokens per layer and @p rows sequences of up to @p max_seq_len tokens
-/// per step. Throws std::invalid_argument for a size that is not positive, a max_seq_len past the
-/// model's, or a backend not available here (require_available: cuda needs nvcc and a GPU).
+/// A runner for @p model on @p backend with a paged KV pool of @p paging.num_blocks blocks of
+/// @p paging.block_size tokens per layer, its rows stored in @p kv_format (fp32 by default;
+/// kv_format.h, parse_kv_format() reads "fp16", "int8", "int8/fp16-scales", "fp8"), and @p rows
+/// sequences of up to @p max_seq_len tokens per step. The cpu runner takes every format the
+/// forward does (check_kv_format(): all but INT8 per-channel); the sim and cuda runners keep an
+/// fp32 pool (device_runner.cu: their KV write and attention kernels over the pool are fp32
+/// ones) and refuse any other format. Throws std::invalid_argument for a size that is not
+/// positive, a max_seq_len past the model's, a backend not available here (require_available:
+/// cuda needs nvcc and a GPU), or a @p kv_format the backend cannot run (naming "kv_format").
 std::unique_ptr<ModelRunner> make_model_runner(const LlamaModel& model, Backend backend, int64_t rows,
-                                               int64_t max_seq_len, const KvPaging& paging);
+                                               int64_t max_seq_len, const KvPaging& paging,
+                                               const KvFormat& kv_format = KvFormat::fp32());
 
 }  // namespace inferlab::model

@@ -1,7 +1,7 @@
 #pragma once
 // Shared by chapter 07's engine and model tests: random requests and tokens, running them through
-// an Engine, comparing each request's tokens with the same request run alone on a contiguous cache,
-// one chunk's logits alone, and the error-message check.
+// an Engine, comparing each request's tokens with the same request run alone on a contiguous cache
+// (of the engine's KV format), one chunk's logits alone, and the error-message check.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,11 +35,12 @@ inline engine::Request random_request(Rng& rng, int64_t id, int64_t vocab, int64
   return r;
 }
 
-/// The tokens of each request run alone (generate_alone), by id.
+/// The tokens of each request run alone (generate_alone) with a KV cache of @p kv_format, by id.
 inline std::map<int64_t, std::vector<int32_t>> alone(const model::LlamaModel& model,
-                                                     const std::vector<engine::Request>& requests) {
+                                                     const std::vector<engine::Request>& requests,
+                                                     const KvFormat& kv_format = KvFormat::fp32()) {
   std::map<int64_t, std::vector<int32_t>> out;
-  for (const auto& r : requests) out[r.id] = engine::generate_alone(model, r).tokens;
+  for (const auto& r : requests) out[r.id] = engine::generate_alone(model, r, kv_format).tokens;
   return out;
 }
 
@@ -108,10 +109,12 @@ inline std::map<int64_t, engine::RequestOutput> serve(const model::LlamaModel& m
 }
 
 /// The gap between the two largest logits @p model gives after @p tokens (one forward over them
-/// on a contiguous cache): how close greedy decoding was to picking another token there.
-inline double top2_margin(const model::LlamaModel& model, const std::vector<int32_t>& tokens) {
+/// on a contiguous cache of @p kv_format): how close greedy decoding was to picking another
+/// token there.
+inline double top2_margin(const model::LlamaModel& model, const std::vector<int32_t>& tokens,
+                          const KvFormat& kv_format = KvFormat::fp32()) {
   const auto n = int64_t(tokens.size());
-  KvCache cache(model.kv_shape(1, n), KvDtype::fp32);
+  KvCache cache(model.kv_shape(1, n), kv_format);
   std::vector<int64_t> slots;
   for (int64_t t = 0; t < n; ++t) slots.push_back(cache.slot(0, t));
   model::StepPlan plan;
@@ -126,7 +129,8 @@ inline double top2_margin(const model::LlamaModel& model, const std::vector<int3
 /// reports the reference's top-2 logit margin there (a tiny margin would point at arithmetic
 /// that depends on the batch; a clear one at a scheduling bug).
 inline void expect_same_tokens(const model::LlamaModel& model, const std::map<int64_t, engine::RequestOutput>& served,
-                               const std::map<int64_t, std::vector<int32_t>>& reference, const std::string& what) {
+                               const std::map<int64_t, std::vector<int32_t>>& reference, const std::string& what,
+                               const KvFormat& kv_format = KvFormat::fp32()) {
   for (const auto& [id, tokens] : reference) {
     const auto it = served.find(id);
     ASSERT_NE(it, served.end()) << what << ": request " << id << " missing";
@@ -138,7 +142,7 @@ inline void expect_same_tokens(const model::LlamaModel& model, const std::map<in
     context.insert(context.end(), tokens.begin(), tokens.begin() + at);
     ADD_FAILURE() << what << ": request " << id << " differs from running alone at generated token " << at << " ("
                   << got.size() << " vs " << tokens.size() << " tokens); the reference's top-2 logit margin there is "
-                  << top2_margin(model, context);
+                  << top2_margin(model, context, kv_format);
   }
 }
 
@@ -160,11 +164,12 @@ inline std::vector<int32_t> random_tokens(Rng& rng, int64_t count, int64_t vocab
   return tokens;
 }
 
-/// @p tokens as one chunk on a fresh contiguous cache of one sequence (poisoned): the cpu
-/// forward's logits of every position.
-inline Tensor<float> logits_alone(const model::LlamaModel& model, const std::vector<int32_t>& tokens) {
+/// @p tokens as one chunk on a fresh contiguous cache of one sequence in @p kv_format (poisoned):
+/// the cpu forward's logits of every position.
+inline Tensor<float> logits_alone(const model::LlamaModel& model, const std::vector<int32_t>& tokens,
+                                  const KvFormat& kv_format = KvFormat::fp32()) {
   const int64_t T = int64_t(tokens.size());
-  KvCache cache(model.kv_shape(1, T), KvDtype::fp32);
+  KvCache cache(model.kv_shape(1, T), kv_format);
   std::vector<int64_t> slots;
   for (int64_t t = 0; t < T; ++t) slots.push_back(cache.slot(0, t));
   model::StepPlan plan;

@@ -1,6 +1,7 @@
 // Chapter 07: the serving engine. Every batched run must give each greedy request exactly the
 // tokens it gets alone on a contiguous cache, whatever the arrival order, chunk size, block size,
-// budgets, preemption or prefix-cache hits; every request leaves exactly once; the pool is free
+// budgets, preemption or prefix-cache hits — and whatever KV format (fp32, INT8, FP8), compared
+// with the request alone in that format; every request leaves exactly once; the pool is free
 // at the end. The model is a small random one (tiny preset) so that hundreds of requests run in
 // seconds; tests/07-continuous-batching/test_model.cpp checks the model itself.
 #include <gtest/gtest-spi.h>
@@ -345,6 +346,73 @@ TEST(Ch07Engine, ContinuousBatchingLetsRequestsJoinAtAnyStep) {
   for (auto& o : e.take_outputs()) by_id[o.id] = o;
   EXPECT_LT(by_id.at(5).metrics.first_scheduled, by_id.at(0).metrics.finish)
       << "request 5 should start as soon as a short request leaves";
+}
+
+// The engine on a quantized KV pool (EngineConfig::kv_format: INT8 per-token K scales with fp32
+// and fp16 scales, FP8 E4M3): a shared system prompt (prefix-cache hits) and a pool too small for
+// every request at once (preemption, recompute), continuous batching with prompt chunks.
+// serve() checks that every request finishes exactly once and that the pool is free at the end;
+// each greedy request's tokens must equal the request run alone on a contiguous cache of the
+// same format — each token's rows are quantized on their own, so a chunked, shared or
+// recomputed prompt stores the same codes and scales. (That the format changes the logits at
+// all, and by how much, is test_model.cpp's QuantizedKv tests.)
+TEST(Ch07Engine, QuantizedKvCachesGiveTheTokensOfRunningAloneInTheSameFormat) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  const Request system = random_request(rng, 0, model.config().vocab_size, 24, 24, 1);  // 3 blocks of 8
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 10; ++i) {
+    Request r = random_request(rng, i, model.config().vocab_size, 1, 20, 1);
+    r.sampling.max_new_tokens = 32;  // 6 running requests outgrow the pool together
+    if (i % 2 == 0) r.prompt.insert(r.prompt.begin(), system.prompt.begin(), system.prompt.end());
+    r.arrival = 0.002 * double(i);
+    requests.push_back(r);
+  }
+  for (const KvFormat& format :
+       {KvFormat::int8(), KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::fp8()}) {
+    SCOPED_TRACE(format.name());
+    EngineConfig c = config_with(8, 20, 24, 7, 6);  // 160 tokens of KV for 6 running; chunks of 7
+    c.headroom_blocks_per_seq = 0;                  // admit while a prompt fits: decodes run out of blocks
+    c.kv_format = format;
+    EXPECT_EQ(engine::Engine(model, c).runner().kv_format(), format) << "the runner's pool is not in the format";
+    engine::EngineStats stats;
+    const auto served = serve(model, c, requests, &stats);
+    EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
+    EXPECT_GT(stats.prefix_hit_tokens, 0) << "the system prompt's blocks were meant to be shared";
+    expect_same_tokens(model, served, alone(model, requests, format), "kv_format " + format.name(), format);
+  }
+}
+
+TEST(Ch07Engine, KvFormatIsValidatedNamingIt) {
+  const auto& model = tiny_model();
+  EngineConfig c = config_with(4, 16, 32, 8, 4);
+  EXPECT_EQ(c.kv_format, KvFormat::fp32()) << "the default KV format is fp32";
+  EXPECT_EQ(engine::Engine(model, c).runner().kv_format(), KvFormat::fp32());
+  // INT8 with per-channel K scales: calibrated on a whole prompt, which a chunked forward over a
+  // shared paged pool never sees (model::check_kv_format()).
+  for (const KvFormat format :
+       {KvFormat::int8(KeyScaling::per_channel), KvFormat::int8(KeyScaling::per_channel, ScaleDtype::fp16)}) {
+    c.kv_format = format;
+    expect_invalid([&] { c.validate(); }, {"kv_format", format.name()});
+    expect_invalid([&] { engine::Engine e(model, c); }, {"kv_format", format.name()});
+    expect_invalid([&] { model::make_model_runner(model, Backend::cpu, 4, 32, {4, 16}, format); },
+                   {"kv_format", format.name()});
+    Request r;
+    r.prompt = {1, 2, 3};
+    expect_invalid([&] { engine::generate_alone(model, r, format); }, {"kv_format", format.name()});
+  }
+  // The device runners keep an fp32 pool: any other format is refused there, before any upload
+  // (sim is in every build; cuda is refused the same way before its availability is asked).
+  for (const KvFormat format : {KvFormat::fp16(), KvFormat::int8(), KvFormat::fp8()}) {
+    c.kv_format = format;
+    c.backend = Backend::sim;
+    EXPECT_NO_THROW(c.validate()) << format.name() << ": the backend's limit is the model runner's to name";
+    expect_invalid([&] { engine::Engine e(model, c); }, {"kv_format", format.name(), "sim"});
+    expect_invalid([&] { model::make_model_runner(model, Backend::cuda, 4, 32, {4, 16}, format); },
+                   {"kv_format", format.name(), "cuda"});
+    c.backend = Backend::cpu;
+    EXPECT_EQ(engine::Engine(model, c).runner().kv_format(), format) << "the cpu runner takes " << format.name();
+  }
 }
 
 TEST(Ch07Engine, BadRequestsAreRefusedWithTheirReason) {

@@ -12,7 +12,11 @@
 // on a contiguous cache and on paged ones with scattered blocks (block sizes 1, 7, 16). Every
 // query's output must be bit-identical across all schedules and layouts, and equal the float64
 // oracle (prefill_with_cache_reference) within the fp32 tolerance (checked on (a): the others
-// are the same bits). GQA groups of 4, 1 and 2; head_dim 64, 80 and stories260K's 8.
+// are the same bits). GQA groups of 4, 1 and 2; head_dim 64, 80 and stories260K's 8. The same
+// for the quantized caches the model can run on (INT8 with per-token K scales, fp32 and fp16
+// scales; FP8 E4M3): the writes quantize each token's rows on their own, so every schedule
+// stores the same codes and scales, and the attention over them must give the same bits; the
+// oracle is then the float64 attention over the dequantized rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -93,11 +97,11 @@ Schedule random_chunks(const Problem& p, Rng& rng) {
 // The outputs of every query token, [batch, max_len, heads, head_dim] (NaN where no token is),
 // computed by @p schedule on a cache of @p block_size (0: contiguous; paged blocks scattered by
 // @p seed); with @p check_oracle every call is also compared with the float64 oracle.
-Tensor<float> run(const Problem& p, const Schedule& schedule, int64_t block_size, uint64_t seed, bool check_oracle,
-                  const std::string& what) {
+Tensor<float> run(const Problem& p, const KvFormat& format, const Schedule& schedule, int64_t block_size, uint64_t seed,
+                  bool check_oracle, const std::string& what) {
   const int64_t B = int64_t(p.lengths.size()), H = p.heads, G = p.kv_heads, d = p.head_dim;
   const KvCacheShape shape{B, G, p.max_len, d, 1};
-  KvCache cache = block_size == 0 ? KvCache(shape, KvDtype::fp32) : to_paged(KvCache(shape, KvDtype::fp32), block_size, seed);
+  KvCache cache = block_size == 0 ? KvCache(shape, format) : to_paged(KvCache(shape, format), block_size, seed);
   Tensor<float> all({B, p.max_len, H, d});
   all.poison();
   std::vector<int64_t> lengths(size_t(B), 0);
@@ -122,8 +126,8 @@ Tensor<float> run(const Problem& p, const Schedule& schedule, int64_t block_size
     out.poison();
     prefill_with_cache_cpu(q, chunks, cache, 0, out);
     if (check_oracle) {
-      const Comparison c = compare_to_oracle(out, prefill_with_cache_reference(q, chunks, cache),
-                                             tolerance_for(Precision::fp32));
+      const Comparison c = compare_to_oracle(out, prefill_with_cache_reference(q, chunks, cache),  // key(), value():
+                                             tolerance_for(format.precision()));                    // dequantized
       EXPECT_TRUE(c.ok) << what << ", call " << call << ":\n" << c.report();
     }
     t = 0;
@@ -160,24 +164,24 @@ Tensor<float> run(const Problem& p, const Schedule& schedule, int64_t block_size
 }
 
 // Every schedule on every layout gives each query the bits of the whole-length call on the
-// contiguous cache, which equals the float64 oracle.
-void expect_invariant(int64_t heads, int64_t kv_heads, int64_t head_dim) {
+// contiguous cache, which equals the float64 oracle; the cache in @p format.
+void expect_invariant(int64_t heads, int64_t kv_heads, int64_t head_dim, const KvFormat& format = KvFormat::fp32()) {
   SeededRng rng;
-  const std::string config =
-      "heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) + ", head_dim " + std::to_string(head_dim);
+  const std::string config = format.name() + ", heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
+                             ", head_dim " + std::to_string(head_dim);
   const Problem p = make_problem(rng, heads, kv_heads, head_dim);
   const Schedule chunked = random_chunks(p, rng);
-  const Tensor<float> base = run(p, whole(p), 0, rng.seed(), true, config + ", contiguous, whole");
+  const Tensor<float> base = run(p, format, whole(p), 0, rng.seed(), true, config + ", contiguous, whole");
   for (const int64_t block_size : {0, 1, 7, 16}) {
     const std::string layout =
         config + ", " + (block_size == 0 ? std::string("contiguous") : "paged block " + std::to_string(block_size));
     if (block_size > 0) {
-      EXPECT_TRUE(same_outputs(p, run(p, whole(p), block_size, rng.seed() + 1, false, layout), base))
+      EXPECT_TRUE(same_outputs(p, run(p, format, whole(p), block_size, rng.seed() + 1, false, layout), base))
           << layout << ", whole lengths vs contiguous";
     }
-    EXPECT_TRUE(same_outputs(p, run(p, chunked, block_size, rng.seed() + 2, false, layout), base))
+    EXPECT_TRUE(same_outputs(p, run(p, format, chunked, block_size, rng.seed() + 2, false, layout), base))
         << layout << ", random chunks (" << chunked.size() << " calls) vs whole lengths on the contiguous cache";
-    EXPECT_TRUE(same_outputs(p, run(p, one_at_a_time(p), block_size, rng.seed() + 3, false, layout), base))
+    EXPECT_TRUE(same_outputs(p, run(p, format, one_at_a_time(p), block_size, rng.seed() + 3, false, layout), base))
         << layout << ", one token at a time vs whole lengths on the contiguous cache";
   }
 }
@@ -185,6 +189,12 @@ void expect_invariant(int64_t heads, int64_t kv_heads, int64_t head_dim) {
 TEST(PrefillWithCacheInvariance, GroupsOf4HeadDim64) { expect_invariant(8, 2, 64); }
 TEST(PrefillWithCacheInvariance, NoGroupsHeadDim80) { expect_invariant(6, 6, 80); }
 TEST(PrefillWithCacheInvariance, Stories260KShapeGroupsOf2HeadDim8) { expect_invariant(8, 4, 8); }
+TEST(PrefillWithCacheInvariance, Int8GroupsOf4HeadDim64) { expect_invariant(8, 2, 64, KvFormat::int8()); }
+TEST(PrefillWithCacheInvariance, Int8Fp16ScalesNoGroupsHeadDim80) {
+  expect_invariant(6, 6, 80, KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16));
+}
+TEST(PrefillWithCacheInvariance, Fp8GroupsOf2HeadDim8) { expect_invariant(8, 4, 8, KvFormat::fp8()); }
+TEST(PrefillWithCacheInvariance, Fp8GroupsOf4HeadDim64) { expect_invariant(8, 2, 64, KvFormat::fp8()); }
 
 }  // namespace
 }  // namespace inferlab

@@ -7,8 +7,13 @@
 //    save_llama2c is read by the oracle, whose logits the forward matches: the writer, the oracle's
 //    reader and the forward agree; load_llama2c(save_llama2c(w)) is w bit for bit;
 //  - a mixed batch on one paged cache (a prompt chunk after a prefix, a decode step, an idle row)
-//    gives every token the logits, bit for bit, of its sequence run alone on a contiguous cache;
-//  - bad files, bad random specs and bad forward batches throw std::invalid_argument naming them.
+//    gives every token the logits, bit for bit, of its sequence run alone on a contiguous cache —
+//    fp32, and INT8 (fp32 and fp16 scales) and FP8 caches against the sequence alone in the same
+//    format;
+//  - a quantized KV cache keeps the logits within a bound derived from the format's step of the
+//    fp32-KV forward's (and changes them: the format is used);
+//  - bad files, bad random specs, bad forward batches and a KV format the forward cannot write
+//    chunk by chunk (INT8 per-channel K scales) throw std::invalid_argument naming them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -301,19 +306,20 @@ TEST(ModelStories260K, SaveThenLoadRewritesTheFileItRead) {
 // and row 1's decode token, row 2 idle; call 3 row 0's and row 2's decode tokens, row 1 idle.
 // Every logit row must be the bits of the same position with the sequence alone, one chunk, on a
 // contiguous cache.
-void expect_mixed_batch_equals_alone(const LlamaModel& model, SeededRng& rng) {
+void expect_mixed_batch_equals_alone(const LlamaModel& model, SeededRng& rng,
+                                     const KvFormat& kv_format = KvFormat::fp32()) {
   const int64_t vocab = model.config().vocab_size, max_len = 32, block = 4, per_row = max_len / block;
   std::vector<std::vector<int32_t>> seqs = {random_tokens(rng, 13, vocab), random_tokens(rng, 10, vocab),
                                             random_tokens(rng, 7, vocab)};
   const int64_t num_blocks = 3 * per_row + 5;
-  KvCache cache(model.kv_shape(3, max_len), KvDtype::fp32, KvPaging{block, num_blocks});
+  KvCache cache(model.kv_shape(3, max_len), kv_format, KvPaging{block, num_blocks});
   const std::vector<int32_t> order = scattered_block_order(num_blocks, rng.seed());
   std::vector<std::vector<int32_t>> tables;  // sequence r's blocks, scattered; the plan maps them
   for (int64_t r = 0; r < 3; ++r)
     tables.emplace_back(order.begin() + r * per_row, order.begin() + (r + 1) * per_row);
 
   std::vector<Tensor<float>> alone;
-  for (const auto& s : seqs) alone.push_back(logits_alone(model, s));
+  for (const auto& s : seqs) alone.push_back(logits_alone(model, s, kv_format));
 
   // Per call: the chunk of each row as [first, end) positions of its sequence.
   struct Chunk {
@@ -358,7 +364,160 @@ TEST(ModelMixedBatch, EveryTokenGetsTheLogitsOfItsSequenceAlone) {
   expect_mixed_batch_equals_alone(LlamaModel(model::load_model(random_spec(seed, false))), rng);
 }
 
+// ---- quantized KV caches -----------------------------------------------------------------------------
+
+// The same mixed batch on a paged INT8 or FP8 cache: every token's logits are the bits of its
+// sequence alone on a contiguous cache of the same format (each row is quantized on its own as
+// it is written, and the attention over codes and scales is batch-invariant).
+TEST(ModelQuantizedKv, MixedBatchOnAPagedCacheEqualsEachSequenceAloneInTheSameFormat) {
+  SeededRng rng;
+  const LlamaModel stories(model::load_llama2c(stories_path()));
+  for (const KvFormat& format :
+       {KvFormat::int8(), KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::fp8()}) {
+    SCOPED_TRACE("stories260K, " + format.name());
+    expect_mixed_batch_equals_alone(stories, rng, format);
+  }
+}
+
+// The cpu model runner (make_model_runner's kv_format: the engine's pool) keeps its pool in the
+// format it was given: a chunk through it — a paged pool of blocks of 4 in reverse order — gives
+// the bits of the same chunk alone on a contiguous cache of that format, and not the fp32-KV
+// forward's.
+TEST(ModelQuantizedKv, TheCpuRunnersPoolIsInItsFormat) {
+  SeededRng rng;
+  const LlamaModel model(model::load_llama2c(stories_path()));
+  const std::vector<int32_t> tokens = random_tokens(rng, 37, model.config().vocab_size);
+  const int64_t T = int64_t(tokens.size()), block = 4, blocks = (T + block - 1) / block;
+  std::vector<int32_t> table;
+  for (int64_t b = blocks - 1; b >= 0; --b) table.push_back(int32_t(b));
+  std::vector<int64_t> slots;
+  for (int64_t t = 0; t < T; ++t) slots.push_back(int64_t(table[size_t(t / block)]) * block + t % block);
+  StepPlan plan;
+  plan.add_sequence(tokens, slots, T, table, false);
+  plan.fresh_blocks = table;
+  for (int64_t t = 0; t < T; ++t) plan.logits_indices.push_back(t);
+  const Tensor<float> fp32_kv = logits_alone(model, tokens);
+  for (const KvFormat& format :
+       {KvFormat::int8(), KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::fp8()}) {
+    const auto runner = model::make_model_runner(model, Backend::cpu, 1, T, {block, blocks}, format);
+    EXPECT_EQ(runner->kv_format(), format);
+    const Tensor<float> got = runner->run(plan);
+    EXPECT_TRUE(same_floats(got.data(), logits_alone(model, tokens, format).data(), size_t(got.size())))
+        << format.name() << ": the runner's logits are not those of a " << format.name() << " cache";
+    EXPECT_FALSE(same_floats(got.data(), fp32_kv.data(), size_t(got.size())))
+        << format.name() << ": the runner's logits are the fp32-KV forward's";
+  }
+}
+
+// How far a quantized KV cache may move the logits from the fp32-KV forward's. The measure is
+// the project's: the relative Frobenius error ‖logits − logits_fp32-KV‖ / ‖logits_fp32-KV‖ over
+// every position. The bound is derived from the format's step, with the model's sensitivity to
+// KV errors measured, not assumed:
+//  - ε(format) = ‖x̂ − x‖ / ‖x‖ over every K and V row the fp32-KV forward caches for the
+//    tokens (all layers), each row stored in the format and read back (KvCache::prefill, key(),
+//    value()): the format's own round-trip error on this model's rows — INT8 per-token about
+//    (max|row| / rms(row)) / (127·√12), FP8 E4M3 a relative ~2⁻³/√12 per element, fp16 2⁻¹¹/√12;
+//  - a KV error this small acts linearly: the logits move by g·ε, where the gain g is the model's
+//    (attention's softmax sharpness, the layers' conditioning). g is measured with fp16 KV, whose
+//    rounding is the same kind of per-element perturbation at a known size:
+//    g = err(fp16 KV) / ε(fp16);
+//  - so g·ε(format) / kKvLinearMargin ≤ err(format) ≤ kKvLinearMargin · g·ε(format): the margin
+//    3 covers that ε is measured on the fp32 forward's rows (a quantized forward's later layers
+//    see slightly different ones) and the spread of the gain between formats (measured over 20
+//    seeds: err / (g·ε) between 0.65 and 1.46 on both models below). The lower side holds the
+//    forward to the format it was given: rows cached as fp16 instead would err ~20× less than
+//    INT8 (ε(fp16) ≈ 2e-4 against ε(INT8) ≈ 4e-3 on these models), as fp32 not at all.
+// Measured errors (20 seeds): stories260K (head_dim 8, trained) INT8 ≈ 2–3.4 %, FP8 E4M3
+// ≈ 11–18 % — 3 mantissa bits against INT8's 127 steps, on rows of 8 — with fp16 ≈ 0.15 %; the
+// random GQA model INT8 ≈ 0.3–0.45 %, FP8 ≈ 1.2–1.9 %. A forward that dropped the K or V
+// scales or read codes as values errs by far more.
+constexpr double kKvLinearMargin = 3.0;
+
+double relative_frobenius(const Tensor<float>& got, const Tensor<float>& want) {
+  double error = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    const double delta = double(got[i]) - double(want[i]);
+    error += std::isfinite(delta) ? delta * delta : INFINITY;
+    norm += double(want[i]) * double(want[i]);
+  }
+  return std::sqrt(error / norm);
+}
+
+// ε(format) above: the K and V rows the fp32-KV forward caches for @p tokens, stored in
+// @p format and read back.
+double kv_round_trip_error(const LlamaModel& model, const std::vector<int32_t>& tokens, const KvFormat& format) {
+  const int64_t T = int64_t(tokens.size());
+  KvCache fp32(model.kv_shape(1, T), KvDtype::fp32);
+  std::vector<int64_t> slots;
+  for (int64_t t = 0; t < T; ++t) slots.push_back(fp32.slot(0, t));
+  StepPlan plan;
+  plan.add_sequence(tokens, slots, T, {}, true);
+  model.forward(plan, fp32);
+  KvCache stored(model.kv_shape(1, T), format);
+  double error = 0.0, norm = 0.0;
+  for (int64_t layer = 0; layer < model.config().n_layers; ++layer) {
+    const Tensor<float> k = fp32.keys(0, layer), v = fp32.values(0, layer);
+    stored.prefill(0, k, v, layer);
+    const Tensor<float> k_back = stored.keys(0, layer), v_back = stored.values(0, layer);
+    for (int64_t i = 0; i < k.size(); ++i) {
+      const double dk = double(k_back[i]) - double(k[i]), dv = double(v_back[i]) - double(v[i]);
+      error += dk * dk + dv * dv;
+      norm += double(k[i]) * double(k[i]) + double(v[i]) * double(v[i]);
+    }
+  }
+  return std::sqrt(error / norm);
+}
+
+TEST(ModelQuantizedKv, LogitsStayWithinTheBoundDerivedFromTheFormatsStep) {
+  SeededRng rng;
+  const uint64_t seed = uint64_t(rng.integer(1, int64_t(1) << 40));
+  struct Case {
+    std::string name;
+    LlamaModel model;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"stories260K", LlamaModel(model::load_llama2c(stories_path()))});
+  cases.push_back({random_spec(seed, false), LlamaModel(model::load_model(random_spec(seed, false)))});
+  for (const Case& c : cases) {
+    const std::vector<int32_t> tokens = random_tokens(rng, 100, c.model.config().vocab_size);
+    const Tensor<float> fp32_kv = logits_alone(c.model, tokens);
+    const double fp16_error = relative_frobenius(logits_alone(c.model, tokens, KvFormat::fp16()), fp32_kv);
+    ASSERT_GT(fp16_error, 0.0) << c.name << ": fp16 KV gave the fp32-KV logits' bits — was it used at all?";
+    const double gain = fp16_error / kv_round_trip_error(c.model, tokens, KvFormat::fp16());
+    for (const KvFormat& format :
+         {KvFormat::int8(), KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::fp8()}) {
+      const double error = relative_frobenius(logits_alone(c.model, tokens, format), fp32_kv);
+      const double step = kv_round_trip_error(c.model, tokens, format);
+      std::printf("%s, %s KV: logits' relative error vs the fp32-KV forward %.3g; bound %.3g (its KV round trip "
+                  "%.3g × the model's gain %.3g, measured with fp16 KV, × %.0f)\n",
+                  c.name.c_str(), format.name().c_str(), error, kKvLinearMargin * gain * step, step, gain,
+                  kKvLinearMargin);
+      EXPECT_GE(error, gain * step / kKvLinearMargin)
+          << c.name << ", " << format.name() << ": the logits moved less than the format's step predicts — were the "
+          << "rows stored in it?";
+      EXPECT_LE(error, kKvLinearMargin * gain * step) << c.name << ", " << format.name();
+    }
+  }
+}
+
 // ---- errors ----------------------------------------------------------------------------------------------
+
+TEST(ModelErrors, ForwardRefusesPerChannelKeyScalesNamingTheFormat) {
+  const LlamaModel model(model::load_model("random:tiny,seed=7"));
+  for (const KvFormat format :
+       {KvFormat::int8(KeyScaling::per_channel), KvFormat::int8(KeyScaling::per_channel, ScaleDtype::fp16)}) {
+    KvCache cache(model.kv_shape(1, 8), format);  // contiguous: KvCache itself refuses it paged
+    StepPlan plan;
+    plan.add_sequence(std::vector<int32_t>{3, 5}, std::vector<int64_t>{cache.slot(0, 0), cache.slot(0, 1)}, 2, {},
+                      true);
+    expect_invalid([&] { model.forward(plan, cache); }, {"kv_format", format.name(), "per-channel"});
+    EXPECT_EQ(cache.length(0), 0) << "a refused cache was changed";
+    expect_invalid([&] { model::check_kv_format(format); }, {"kv_format", format.name()});
+  }
+  for (const KvFormat format : {KvFormat::fp32(), KvFormat::fp16(), KvFormat::int8(),
+                                KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::fp8()})
+    EXPECT_NO_THROW(model::check_kv_format(format)) << format.name();
+}
 
 TEST(ModelErrors, LoadRejectsAMissingTruncatedOrBadFileNamingIt) {
   {
