@@ -26,11 +26,12 @@
 //     prefill_cuda       one 512-token prompt through the runner.
 // (d) Quality (run once after the timings; --no-quality skips, --quality-only runs only it):
 //     perplexity of chapters/08-real-model/data/alice-chapter-1.txt (Chapter I of Alice's
-//     Adventures in Wonderland, public domain: data/README.md) — 2,728 tokens, one sequence, in
+//     Adventures in Wonderland, public domain: data/README.md) — 2,729 tokens, one sequence, in
 //     chunks of 512 through the paged cache, every token scored from the ones before it:
 //     PPL = exp(−mean log p(token | before)). Weights as the file has them, the file dequantized
 //     to f32 (what the quantized matmul gives up to the activations' rounding), the file
-//     requantized to q8_0 and to q4_0; the file's weights with the KV cache in fp16, INT8 and FP8.
+//     requantized to q8_0 and to q4_0; the KV cache in fp16, INT8 and FP8 under the file's weights
+//     and under the f32 floor's (whose linear layers do not round the activations to 8 bits).
 //
 //   ./inferlab bench ch08 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //       --benchmark_out=docs/plots/ch08-bench.json --benchmark_out_format=json
@@ -325,6 +326,11 @@ int quality_study(const std::string& out_path) {
       {"file weights, fp16 KV", "file", KvDtype::fp16},
       {"file weights, INT8 KV (per token)", "file", KvDtype::int8},
       {"file weights, FP8 E4M3 KV", "file", KvDtype::fp8},
+      // The KV formats again on the floor's weights, whose linear layers do not round the
+      // activations: the KV cache's own effect, without the 8-bit activations' noise.
+      {"f32 weights, fp16 KV", "f32", KvDtype::fp16},
+      {"f32 weights, INT8 KV (per token)", "f32", KvDtype::int8},
+      {"f32 weights, FP8 E4M3 KV", "f32", KvDtype::fp8},
   };
   std::vector<double> ppl;
   std::cout << "  " << std::left << std::setw(44) << "weights, KV cache" << std::right << std::setw(10) << "PPL"
