@@ -16,7 +16,9 @@
 // (c) decode_batch/B     one decode step of B = 1 … 64 sequences of 512 cached tokens each on the
 //                        file's weights (paged cache, blocks of 16): the weights are read once for
 //                        all B rows, so tokens/s grows with B until the step leaves the memory
-//                        roof — tokens/s, AI, GB/s, GFLOP/s.
+//                        roof — tokens/s, AI, GB/s, GFLOP/s; decode_batch,kv=fp16/32 and
+//                        decode_batch,kv=int8/32: the same step at B = 32 over an fp16 and an
+//                        INT8 (per-token) cache, where the KV is most of the bytes.
 // (e) On a GPU (registered when the cuda backend can run here; tools/gpu-check.sh runs them):
 //     decode_cuda/B      the same decode step as (c) through the resident cuda model runner
 //                        (runtime/model/model_runner.h: the file's Q4_1 / Q8_0 blocks on the
@@ -177,14 +179,20 @@ void BM_prefill(benchmark::State& state, const std::string& weights) {
   set_step_counters(state, m.step_cost(plan), weight_bytes_of(m, plan), t, kContext);
 }
 
-void BM_decode_batch(benchmark::State& state) {
-  static KvCache cache = serving::random_decode_cache(model_for("file"), kMaxBatch, kContext, 23);
+void BM_decode_batch(benchmark::State& state, KvDtype kv) {
+  static std::map<KvDtype, std::unique_ptr<KvCache>> caches;  // kMaxBatch rows each, built once
   const model::LlamaModel& m = model_for("file");
+  auto& cache = caches[kv];
+  if (!cache)
+    cache = std::make_unique<KvCache>(serving::random_decode_cache(m, kMaxBatch, kContext, 23, KvFormat(kv)));
   const int64_t B = state.range(0);
-  const model::StepPlan plan = serving::decode_batch(m, cache, B, kContext);
-  const bench::CallTiming t = bench::time_calls(state, [&] { benchmark::DoNotOptimize(m.forward(plan, cache)); });
+  const model::StepPlan plan = serving::decode_batch(m, *cache, B, kContext);
+  const bench::CallTiming t = bench::time_calls(state, [&] { benchmark::DoNotOptimize(m.forward(plan, *cache)); });
   state.counters["B"] = double(B);
-  set_step_counters(state, m.step_cost(plan), weight_bytes_of(m, plan), t, B);
+  Cost cost = m.step_cost(plan);  // step_cost() counts fp32 K and V; this cache's own bytes instead
+  const double weights_read = weight_bytes_of(m, plan);
+  cost.bytes = weights_read + kv_bytes_of(m, plan, kv);
+  set_step_counters(state, cost, weights_read, t, B);
 }
 
 // ---- (e): the resident runner on a GPU ----
@@ -257,8 +265,16 @@ void register_benchmarks() {
       ->Unit(benchmark::kMillisecond);
   for (const std::string& w : kWeights)
     benchmark::RegisterBenchmark(("prefill/" + w).c_str(), BM_prefill, w)->UseManualTime()->Unit(benchmark::kMillisecond);
-  auto* batch = benchmark::RegisterBenchmark("decode_batch", BM_decode_batch)->UseManualTime()->Unit(benchmark::kMillisecond);
+  auto* batch = benchmark::RegisterBenchmark("decode_batch", BM_decode_batch, KvDtype::fp32)
+                    ->UseManualTime()
+                    ->Unit(benchmark::kMillisecond);
   for (int64_t B = 1; B <= kMaxBatch; B *= 2) batch->Arg(B);
+  // B = 32 over smaller caches: where the KV bytes are most of the step, KV quantization pays.
+  for (const KvDtype kv : {KvDtype::fp16, KvDtype::int8})
+    benchmark::RegisterBenchmark(("decode_batch,kv=" + std::string(to_string(kv))).c_str(), BM_decode_batch, kv)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Arg(32);
   if (const std::string why = backend_unavailable_reason(Backend::cuda); why.empty()) {
     auto* gpu = benchmark::RegisterBenchmark("decode_cuda", BM_decode_cuda)->UseManualTime()->Unit(benchmark::kMillisecond);
     for (int64_t B = 1; B <= kMaxBatch; B *= 2) gpu->Arg(B);
