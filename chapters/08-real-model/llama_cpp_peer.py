@@ -5,9 +5,17 @@ llama.cpp comes from PyPI's llama-cpp-python, built from source for this machine
 minutes on 2 cores; it is not a dependency of the lab or its tests):
 
     python3 -m venv build/venv-llama
-    CMAKE_ARGS="-DGGML_NATIVE=ON" build/venv-llama/bin/pip install llama-cpp-python==0.3.36
-    build/venv-llama/bin/python chapters/08-real-model/llama_cpp_peer.py \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+        -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON \
+        -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+        -DGGML_AMX_BF16=OFF" build/venv-llama/bin/pip install llama-cpp-python==0.3.36
+    GOMP_SPINCOUNT=1000 build/venv-llama/bin/python chapters/08-real-model/llama_cpp_peer.py \
         --lab build/default/chapters/bench_ch08 --out docs/plots/ch08-llama-cpp.json
+
+(This lab's CPU reports AMX, and llama.cpp built with -DGGML_NATIVE=ON crashed in its AMX path
+on any batch of more than one token inside the lab's VM: the flags above are this CPU's
+instruction sets without AMX. With a -DGGML_NATIVE=ON build, --no-extra-buffer-types avoids the
+AMX path too, and turns off the repacked-weight buffers with it.)
 
 What it measures, with the lab's benchmark's own conventions (bench.cpp (a)):
   prefill  the first 512 tokens of chapters/08-real-model/data/alice-chapter-1.txt in one call
