@@ -60,6 +60,24 @@ if(NOT nlohmann_json_FOUND)
   list(APPEND _inferlab_missing nlohmann-json3-dev)
 endif()
 
+# cpp-httplib: chapter 09's HTTP server (`inferlab serve`) and its tests' client. Debian builds it
+# as a library with OpenSSL, zlib and Brotli support and says so in its pkg-config file only (no
+# CMake config): its Cflags (-DCPPHTTPLIB_OPENSSL_SUPPORT …) must be used as given or the
+# classes' layout differs from the library's. pkg-config itself comes with pkgconf.
+find_package(PkgConfig QUIET)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(INFERLAB_HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+endif()
+if(INFERLAB_HTTPLIB_FOUND)
+  add_library(inferlab_httplib INTERFACE IMPORTED)
+  target_link_libraries(inferlab_httplib INTERFACE PkgConfig::INFERLAB_HTTPLIB)
+else()
+  if(NOT PKG_CONFIG_FOUND)
+    list(APPEND _inferlab_missing pkgconf)
+  endif()
+  list(APPEND _inferlab_missing libcpp-httplib-dev)
+endif()
+
 if(INFERLAB_DOCS)
   find_package(Doxygen QUIET COMPONENTS dot)
   if(NOT DOXYGEN_FOUND)

@@ -33,5 +33,9 @@ int tokenize(const std::vector<std::string>& args);
 /// (chapter 08) on stdin / stdout — a terminal or a pipe — through one serving engine whose
 /// prefix cache keeps the conversation's earlier turns; Ctrl-C stops a reply.
 int chat(const std::vector<std::string>& args);
+/// `inferlab serve --model M [--host H] [--port N] [options]`: an OpenAI-compatible HTTP server
+/// (chapter 09) over the serving engine on its own thread (openai_server.h); stops on SIGINT or
+/// SIGTERM, exit code 0.
+int serve(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

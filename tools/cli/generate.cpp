@@ -23,6 +23,7 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/engine_options.h"
 #include "runtime/model/model_files.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/sampling_options.h"
@@ -66,32 +67,11 @@ const char* kGenerateUsage =
   --max-seq-len N (the model's)   --simulated-clock
   --backend cpu|sim|cuda  where the model runs (default cpu); sim and cuda keep the weights and the KV
                           pool on the device (a single prompt then runs through the engine)
+  --kv-dtype fp32|fp16|int8|int8/fp16-scales|fp8   the KV cache's format (default fp32; cpu only:
+                          INT8 with per-token scales, FP8 E4M3 with one scale a row — chapter 04)
   --weights f32|f16|bf16|q8_0|q4_0|q4_1   convert every matrix to this format on load (default: the
                           file's own formats — fp32 for a llama2.c checkpoint, Q4_1/Q8_0 for SmolLM2's GGUF)
 )";
-
-int64_t integer(const Args& args, const std::string& name, int64_t fallback) {
-  return args.integer(name).value_or(fallback);
-}
-
-engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m) {
-  engine::EngineConfig c;
-  const std::string policy = args.get_or("policy", "continuous");
-  require(policy == "continuous" || policy == "static", "--policy", policy, "must be continuous or static");
-  c.policy = policy == "static" ? engine::BatchingPolicy::static_batch : engine::BatchingPolicy::continuous;
-  c.block_size = integer(args, "block-size", 16);
-  c.num_blocks = integer(args, "num-blocks", 256);
-  c.max_num_seqs = integer(args, "max-seqs", 16);
-  c.max_num_batched_tokens = integer(args, "budget", 256);
-  c.chunk_size = integer(args, "chunk", 256);
-  c.chunked_prefill = !args.has("no-chunking");
-  c.prefix_caching = !args.has("no-prefix-caching");
-  c.max_seq_len = integer(args, "max-seq-len", m.config().max_seq_len);
-  if (!c.chunked_prefill && !args.has("budget")) c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_seq_len);
-  c.clock = args.has("simulated-clock") ? engine::ClockMode::simulated : engine::ClockMode::real;
-  c.backend = parse_backend(args.get_or("backend", "cpu"));
-  return c;
-}
 
 // The prompt's ids: --prompt-ids, each checked against the vocabulary.
 std::vector<int32_t> prompt_ids(const Args& args, const model::LlamaModel& m) {
@@ -131,7 +111,7 @@ int replay(const Args& args, const model::LlamaModel& m) {
   const std::string path = args.required("trace");
   std::ifstream in(path);
   require(bool(in), "--trace", path, "cannot be opened");
-  const auto requests = engine::read_trace(in, m.config().vocab_size, uint64_t(integer(args, "seed", 0)));
+  const auto requests = engine::read_trace(in, m.config().vocab_size, uint64_t(args.integer("seed").value_or(0)));
   const engine::ServingRun run =
       engine::serve(path, m, engine_config(args, m), requests, {.out = &std::cerr, .every_steps = 1000});
   if (!args.has("out")) {
@@ -156,10 +136,10 @@ int generate(const std::vector<std::string>& argv) {
     std::cout << kGenerateUsage;
     return 0;
   }
-  std::set<std::string> known = {"model", "prompt", "chat", "system", "prompt-ids", "ids", "trace", "out", "policy",
-                                 "block-size", "num-blocks", "max-seqs", "budget", "chunk", "no-chunking",
-                                 "no-prefix-caching", "max-seq-len", "simulated-clock", "engine", "backend", "weights"};
+  std::set<std::string> known = {"model", "prompt", "chat", "system", "prompt-ids", "ids", "trace", "out", "engine",
+                                 "weights"};
   known.merge(sampling_option_names());
+  known.merge(engine_option_names());
   args.check_known(known);
   check_prompt_options(args);
   const std::string path = model::resolve_model_path(args.required("model"));
@@ -196,7 +176,7 @@ int generate(const std::vector<std::string>& argv) {
   const bool through_engine = args.has("engine") || parse_backend(args.get_or("backend", "cpu")) != Backend::cpu;
   const engine::RequestOutput out = through_engine
                                         ? engine::serve("prompt", m, engine_config(args, m), std::span(&r, 1)).outputs.at(0)
-                                        : engine::generate_alone(m, r);
+                                        : engine::generate_alone(m, r, engine_config(args, m).kv_format);
   if (!args.has("ids")) std::cout << "model: " << m.config().describe() << "\n" << "generated " << out.tokens.size()
                                   << " tokens (" << to_string(out.reason) << "):\n";
   for (size_t i = 0; i < out.tokens.size(); ++i) std::cout << (i ? " " : "") << out.tokens[i];

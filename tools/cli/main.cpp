@@ -48,6 +48,9 @@ const char* kUsage = R"(usage: inferlab <command> [options]
   chat --model smollm2 [--system TEXT] [--max-new-tokens N] [--temperature T --top-p P --seed S]
                             an interactive chat on stdin (a terminal or a pipe), replies streamed; one
                             engine whose prefix cache keeps the earlier turns; /reset, /quit, Ctrl-C
+  serve --model smollm2 [--host 127.0.0.1] [--port 8000] [--max-tokens N] [engine options]
+                            an OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions
+                            (JSON or streamed events), /v1/models, /health; SIGINT/SIGTERM stops it
   help [COMMAND]            this text, or COMMAND's own usage (as COMMAND --help; every command has one)
 
 The ./inferlab launcher at the top of the source tree also offers: test, grade, student, bench, docs.
@@ -66,6 +69,7 @@ int main(int argc, char** argv) {
       {"generate", inferlab::cli::generate},
       {"tokenize", inferlab::cli::tokenize},
       {"chat", inferlab::cli::chat},
+      {"serve", inferlab::cli::serve},
   };
   const std::string first = argc < 2 ? "" : argv[1];
   if (first == "help" && argc >= 3 && commands.count(argv[2])) {

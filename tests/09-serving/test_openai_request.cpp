@@ -1,0 +1,165 @@
+// Reading and checking OpenAI request bodies (tools/cli/openai_request.h): every field the server
+// implements read back, defaults, null as absent, and each bad input refused with status 400 and
+// an error object naming the parameter — malformed JSON, wrong types, empty or malformed
+// messages, an unknown role, max_tokens ≤ 0, temperature < 0, top_p outside (0, 1], n ≠ 1,
+// stream_options without stream.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tools/cli/openai_request.h"
+
+namespace inferlab::cli {
+namespace {
+
+// The ApiError @p parse throws for @p body (a failure when none is thrown).
+template <class Parse>
+ApiError error_of(Parse parse, const std::string& body) {
+  try {
+    parse(body);
+  } catch (const ApiError& error) {
+    return error;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return ApiError(0, "", "");
+}
+
+void expect_invalid(const std::string& body, const std::string& param, bool chat = true) {
+  const ApiError e = chat ? error_of(parse_chat_request, body) : error_of(parse_completion_request, body);
+  EXPECT_EQ(e.status(), 400) << body;
+  EXPECT_EQ(e.param(), param) << body << ": " << e.what();
+  const Json j = e.to_json();
+  ASSERT_TRUE(j.contains("error")) << j.dump();
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["message"], e.what());
+  if (param.empty()) {
+    EXPECT_TRUE(j["error"]["param"].is_null()) << j.dump();
+  } else {
+    EXPECT_EQ(j["error"]["param"], param);
+  }
+  EXPECT_TRUE(j["error"]["code"].is_null());
+}
+
+const std::string kMessages = R"("messages": [{"role": "user", "content": "hi"}])";
+
+std::string chat_with(const std::string& fields) {
+  return R"({"model": "smollm2", )" + kMessages + (fields.empty() ? "" : ", " + fields) + "}";
+}
+
+TEST(OpenAiRequest, ChatFieldsAreReadBack) {
+  const GenerationRequest r = parse_chat_request(R"({"model": "smollm2", "messages": [
+      {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello\nthere"},
+      {"role": "assistant", "content": ""}, {"role": "user", "content": "again"}],
+      "max_tokens": 7, "temperature": 0.5, "top_p": 0.25, "seed": 42, "stream": true,
+      "stream_options": {"include_usage": true}, "n": 1, "stop": null, "user": "ignored"})");
+  EXPECT_EQ(r.model, "smollm2");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hello\nthere");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.top_p, 0.25f);
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_FALSE(r.prompt_text || r.prompt_ids);
+}
+
+TEST(OpenAiRequest, DefaultsAndNullsAreTheApis) {
+  const GenerationRequest r = parse_chat_request(chat_with(R"("temperature": null, "max_tokens": null, "seed": null)"));
+  EXPECT_FALSE(r.max_tokens);
+  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
+  EXPECT_FALSE(r.seed);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.include_usage);
+  // max_completion_tokens wins over the older max_tokens; temperature 0 (greedy) is allowed.
+  const GenerationRequest both =
+      parse_chat_request(chat_with(R"("max_tokens": 5, "max_completion_tokens": 9, "temperature": 0)"));
+  EXPECT_EQ(both.max_tokens, 9);
+  EXPECT_FLOAT_EQ(both.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(parse_chat_request(chat_with(R"("top_p": 1)")).top_p, 1.0f);
+}
+
+TEST(OpenAiRequest, CompletionPromptsAreTextOrTokenIds) {
+  const GenerationRequest text = parse_completion_request(R"({"model": "m", "prompt": "Once upon"})");
+  EXPECT_EQ(text.prompt_text, "Once upon");
+  EXPECT_TRUE(text.messages.empty());
+  const GenerationRequest ids = parse_completion_request(R"({"model": "m", "prompt": [1, 2, 49151], "max_tokens": 3})");
+  ASSERT_TRUE(ids.prompt_ids);
+  EXPECT_EQ(*ids.prompt_ids, (std::vector<int32_t>{1, 2, 49151}));
+  EXPECT_EQ(ids.max_tokens, 3);
+}
+
+TEST(OpenAiRequest, MalformedBodiesNameNoParameter) {
+  expect_invalid("", "");
+  expect_invalid(R"({"model": "smollm2", "messages": [)", "");
+  expect_invalid("[1, 2]", "");
+  expect_invalid(R"("a string")", "");
+  expect_invalid("{\"model\": \"m\", \"prompt\": \"a\"} trailing", "", false);
+}
+
+TEST(OpenAiRequest, WrongTypesNameTheParameter) {
+  expect_invalid(R"({)" + kMessages + "}", "model");
+  expect_invalid(R"({"model": 3, )" + kMessages + "}", "model");
+  expect_invalid(chat_with(R"("max_tokens": "16")"), "max_tokens");
+  expect_invalid(chat_with(R"("max_tokens": 2.5)"), "max_tokens");
+  expect_invalid(chat_with(R"("max_tokens": true)"), "max_tokens");
+  expect_invalid(chat_with(R"("max_completion_tokens": [1])"), "max_completion_tokens");
+  expect_invalid(chat_with(R"("max_tokens": 18446744073709551615)"), "max_tokens");
+  expect_invalid(chat_with(R"("temperature": "hot")"), "temperature");
+  expect_invalid(chat_with(R"("top_p": false)"), "top_p");
+  expect_invalid(chat_with(R"("seed": 1.5)"), "seed");
+  expect_invalid(chat_with(R"("stream": "yes")"), "stream");
+  expect_invalid(chat_with(R"("stream": true, "stream_options": 1)"), "stream_options");
+  expect_invalid(chat_with(R"("stream": true, "stream_options": {"include_usage": 1})"),
+                 "stream_options.include_usage");
+  expect_invalid(R"({"model": "m", "prompt": 5})", "prompt", false);
+  expect_invalid(R"({"model": "m", "prompt": ["a", "b"]})", "prompt", false);
+  expect_invalid(R"({"model": "m", "prompt": [1, "b"]})", "prompt", false);
+  expect_invalid(R"({"model": "m", "prompt": [1, -2]})", "prompt", false);
+  expect_invalid(R"({"model": "m", "prompt": [1, 2.5]})", "prompt", false);
+  expect_invalid(R"({"model": "m", "prompt": []})", "prompt", false);
+  expect_invalid(R"({"model": "m", "prompt": ""})", "prompt", false);
+  expect_invalid(R"({"model": "m"})", "prompt", false);
+}
+
+TEST(OpenAiRequest, BadMessagesNameTheMessage) {
+  expect_invalid(R"({"model": "m"})", "messages");
+  expect_invalid(R"({"model": "m", "messages": []})", "messages");
+  expect_invalid(R"({"model": "m", "messages": {"role": "user"}})", "messages");
+  expect_invalid(R"({"model": "m", "messages": ["hi"]})", "messages[0]");
+  expect_invalid(R"({"model": "m", "messages": [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]})",
+                 "messages[1].role");
+  expect_invalid(R"({"model": "m", "messages": [{"role": "", "content": "a"}]})", "messages[0].role");
+  expect_invalid(R"({"model": "m", "messages": [{"content": "a"}]})", "messages[0].role");
+  expect_invalid(R"({"model": "m", "messages": [{"role": "user"}]})", "messages[0].content");
+  expect_invalid(R"({"model": "m", "messages": [{"role": "user", "content": 7}]})", "messages[0].content");
+}
+
+TEST(OpenAiRequest, OutOfRangeValuesNameTheParameter) {
+  expect_invalid(chat_with(R"("max_tokens": 0)"), "max_tokens");
+  expect_invalid(chat_with(R"("max_tokens": -3)"), "max_tokens");
+  expect_invalid(chat_with(R"("max_completion_tokens": 0, "max_tokens": 5)"), "max_completion_tokens");
+  expect_invalid(chat_with(R"("temperature": -0.1)"), "temperature");
+  expect_invalid(chat_with(R"("top_p": 0)"), "top_p");
+  expect_invalid(chat_with(R"("top_p": -1)"), "top_p");
+  expect_invalid(chat_with(R"("top_p": 1.01)"), "top_p");
+  expect_invalid(chat_with(R"("n": 2)"), "n");
+  expect_invalid(chat_with(R"("stop": "\n")"), "stop");
+  expect_invalid(chat_with(R"("stream_options": {"include_usage": true})"), "stream_options");
+  expect_invalid(R"({"model": "m", "prompt": "a", "max_tokens": 0})", "max_tokens", false);
+  expect_invalid(R"({"model": "m", "prompt": "a", "temperature": -1})", "temperature", false);
+}
+
+TEST(OpenAiRequest, ErrorObjectsCarryTheirStatusTypeAndCode) {
+  const ApiError e(404, "no such model", "model", "not_found_error", "model_not_found");
+  EXPECT_EQ(e.status(), 404);
+  EXPECT_EQ(
+      e.to_json().dump(),
+      R"({"error":{"message":"no such model","type":"not_found_error","param":"model","code":"model_not_found"}})");
+}
+
+}  // namespace
+}  // namespace inferlab::cli

@@ -1,0 +1,161 @@
+#include "tools/cli/openai_request.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace inferlab::cli {
+
+ApiError::ApiError(int status, const std::string& message, std::string param, std::string type, std::string code)
+    : std::runtime_error(message),
+      status_(status),
+      param_(std::move(param)),
+      type_(std::move(type)),
+      code_(std::move(code)) {}
+
+Json ApiError::to_json() const {
+  Json error;
+  error["message"] = what();
+  error["type"] = type_;
+  error["param"] = param_.empty() ? Json(nullptr) : Json(param_);
+  error["code"] = code_.empty() ? Json(nullptr) : Json(code_);
+  return Json{{"error", error}};
+}
+
+ApiError invalid_request(const std::string& message, const std::string& param) {
+  return ApiError(400, message, param);
+}
+
+namespace {
+
+// The member @p name of @p body, or nullptr when it is absent or null.
+const Json* field(const Json& body, const std::string& name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+Json parse_object(const std::string& text) {
+  Json body;
+  try {
+    body = Json::parse(text);
+  } catch (const Json::parse_error& error) {
+    throw invalid_request(std::string("the body is not valid JSON: ") + error.what(), "");
+  }
+  if (!body.is_object()) throw invalid_request("the body must be a JSON object", "");
+  return body;
+}
+
+std::string string_field(const Json& body, const std::string& name) {
+  const Json* value = field(body, name);
+  if (value == nullptr) throw invalid_request("'" + name + "' is required", name);
+  if (!value->is_string()) throw invalid_request("'" + name + "' must be a string", name);
+  return value->get<std::string>();
+}
+
+std::optional<int64_t> integer_field(const Json& body, const std::string& name) {
+  const Json* value = field(body, name);
+  if (value == nullptr) return std::nullopt;
+  if (value->is_number_unsigned() && value->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw invalid_request("'" + name + "' is too large", name);
+  if (!value->is_number_integer()) throw invalid_request("'" + name + "' must be an integer", name);
+  return value->get<int64_t>();
+}
+
+std::optional<double> number_field(const Json& body, const std::string& name) {
+  const Json* value = field(body, name);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number()) throw invalid_request("'" + name + "' must be a number", name);
+  return value->get<double>();
+}
+
+std::optional<bool> bool_field(const Json& body, const std::string& name, const std::string& param) {
+  const Json* value = field(body, name);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_boolean()) throw invalid_request("'" + param + "' must be a boolean", param);
+  return value->get<bool>();
+}
+
+// The fields both endpoints share.
+GenerationRequest common_fields(const Json& body) {
+  GenerationRequest r;
+  r.model = string_field(body, "model");
+  const std::optional<int64_t> max_tokens = integer_field(body, "max_tokens");
+  const std::optional<int64_t> max_completion_tokens = integer_field(body, "max_completion_tokens");
+  r.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+  if (r.max_tokens && *r.max_tokens < 1) {
+    const std::string name = max_completion_tokens ? "max_completion_tokens" : "max_tokens";
+    throw invalid_request("'" + name + "' must be at least 1, not " + std::to_string(*r.max_tokens), name);
+  }
+  if (const auto t = number_field(body, "temperature")) {
+    if (!(*t >= 0) || !std::isfinite(*t)) throw invalid_request("'temperature' must be a number ≥ 0", "temperature");
+    r.temperature = float(*t);
+  }
+  if (const auto p = number_field(body, "top_p")) {
+    if (!(*p > 0 && *p <= 1)) throw invalid_request("'top_p' must be in (0, 1]", "top_p");
+    r.top_p = float(*p);
+  }
+  if (const auto seed = integer_field(body, "seed")) r.seed = uint64_t(*seed);
+  if (const auto n = integer_field(body, "n"); n && *n != 1)
+    throw invalid_request("'n' must be 1: one choice per request is implemented", "n");
+  if (field(body, "stop") != nullptr) throw invalid_request("'stop' is not implemented yet (only null)", "stop");
+  r.stream = bool_field(body, "stream", "stream").value_or(false);
+  if (const Json* options = field(body, "stream_options")) {
+    if (!r.stream) throw invalid_request("'stream_options' is only allowed with stream: true", "stream_options");
+    if (!options->is_object()) throw invalid_request("'stream_options' must be an object", "stream_options");
+    r.include_usage = bool_field(*options, "include_usage", "stream_options.include_usage").value_or(false);
+  }
+  return r;
+}
+
+}  // namespace
+
+GenerationRequest parse_chat_request(const std::string& text) {
+  const Json body = parse_object(text);
+  GenerationRequest r = common_fields(body);
+  const Json* messages = field(body, "messages");
+  if (messages == nullptr) throw invalid_request("'messages' is required", "messages");
+  if (!messages->is_array()) throw invalid_request("'messages' must be an array", "messages");
+  if (messages->empty()) throw invalid_request("'messages' must hold at least one message", "messages");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw invalid_request("'" + at + "' must be an object", at);
+    const Json* role = field(m, "role");
+    if (role == nullptr || !role->is_string())
+      throw invalid_request("'" + at + ".role' must be a string", at + ".role");
+    const std::string name = role->get<std::string>();
+    if (name != "system" && name != "user" && name != "assistant")
+      throw invalid_request("'" + at + ".role' is '" + name + "': must be system, user or assistant", at + ".role");
+    const Json* content = field(m, "content");
+    if (content == nullptr || !content->is_string())
+      throw invalid_request("'" + at + ".content' must be a string", at + ".content");
+    r.messages.push_back({name, content->get<std::string>()});
+  }
+  return r;
+}
+
+GenerationRequest parse_completion_request(const std::string& text) {
+  const Json body = parse_object(text);
+  GenerationRequest r = common_fields(body);
+  const Json* prompt = field(body, "prompt");
+  if (prompt == nullptr) throw invalid_request("'prompt' is required", "prompt");
+  if (prompt->is_string()) {
+    r.prompt_text = prompt->get<std::string>();
+    if (r.prompt_text->empty()) throw invalid_request("'prompt' must not be empty", "prompt");
+    return r;
+  }
+  if (!prompt->is_array() || prompt->empty())
+    throw invalid_request("'prompt' must be a string or a non-empty array of token ids", "prompt");
+  std::vector<int32_t> ids;
+  for (const Json& id : *prompt) {
+    if (id.is_string() || id.is_array())
+      throw invalid_request("'prompt': one prompt per request (a string or an array of token ids)", "prompt");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      throw invalid_request("'prompt' token ids must be integers ≥ 0", "prompt");
+    ids.push_back(int32_t(id.get<int64_t>()));
+  }
+  r.prompt_ids = std::move(ids);
+  return r;
+}
+
+}  // namespace inferlab::cli

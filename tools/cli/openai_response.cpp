@@ -1,0 +1,74 @@
+#include "tools/cli/openai_response.h"
+
+namespace inferlab::cli {
+namespace {
+
+Json envelope(const ResponseHeader& header, bool chunk) {
+  const char* object = header.endpoint == Endpoint::completions ? "text_completion"
+                       : chunk                                  ? "chat.completion.chunk"
+                                                                : "chat.completion";
+  return Json{{"id", header.id}, {"object", object}, {"created", header.created}, {"model", header.model}};
+}
+
+}  // namespace
+
+Json usage_json(const Usage& usage) {
+  return Json{{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+std::string finish_reason_name(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::stop:
+      return "stop";
+    case engine::FinishReason::length:
+      return "length";
+    case engine::FinishReason::aborted:
+      return "abort";
+  }
+  return "abort";
+}
+
+Json completion_json(const ResponseHeader& header, const std::string& text, engine::FinishReason reason,
+                     const Usage& usage) {
+  Json out = envelope(header, false);
+  Json choice{{"index", 0}};
+  if (header.endpoint == Endpoint::chat) {
+    choice["message"] = Json{{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = finish_reason_name(reason);
+  out["choices"] = Json::array({choice});
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+Json chunk_json(const ResponseHeader& header, const std::optional<std::string>& role,
+                const std::optional<std::string>& text, std::optional<engine::FinishReason> finish) {
+  Json out = envelope(header, true);
+  Json choice{{"index", 0}};
+  if (header.endpoint == Endpoint::chat) {
+    Json delta = Json::object();
+    if (role) delta["role"] = *role;
+    if (text) delta["content"] = *text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text.value_or("");
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = finish ? Json(finish_reason_name(*finish)) : Json(nullptr);
+  out["choices"] = Json::array({choice});
+  return out;
+}
+
+Json usage_chunk_json(const ResponseHeader& header, const Usage& usage) {
+  Json out = envelope(header, true);
+  out["choices"] = Json::array();
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+}  // namespace inferlab::cli

@@ -1,0 +1,124 @@
+// `inferlab serve` (chapter 09): an OpenAI-compatible HTTP server over the asynchronous engine —
+// the routes are openai_server.h's; this file reads the options, loads the model and its
+// tokenizer, listens (loopback by default) and shuts down cleanly on SIGINT or SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/args.h"
+#include "common/check.h"
+#include "runtime/engine/async_engine.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/model/model_files.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/engine_options.h"
+#include "tools/cli/model_tokenizer.h"
+#include "tools/cli/openai_server.h"
+
+namespace inferlab::cli {
+namespace {
+
+const char* kServeUsage =
+    R"(usage: inferlab serve --model M [--host 127.0.0.1] [--port 8000] [options]
+
+An OpenAI-compatible HTTP server over the serving engine, its loop on its own thread:
+  GET  /health               {"status": "ok"} and the engine's counters (running, waiting, free blocks, …)
+  GET  /v1/models            the model served (its id is --model as given, e.g. smollm2)
+  POST /v1/chat/completions  model, messages, max_tokens / max_completion_tokens, temperature (default 1),
+                             top_p, seed, stream, stream_options.include_usage
+  POST /v1/completions       model, prompt (text or token ids) and the same fields
+Bad input is answered 400 with OpenAI's error object naming the parameter, an unknown model 404.
+SIGINT or SIGTERM (Ctrl-C) aborts the requests in flight, stops and exits 0.
+
+  --model M              smollm2 (installed by ./inferlab setup) or a GGUF file with its tokenizer
+  --host H               the address to listen on (default 127.0.0.1: this machine only)
+  --port N               the port (default 8000; 0: any free one). The line "listening on http://H:N"
+                         on stdout says which, once the server accepts connections
+  --max-tokens N         tokens generated when a request gives no max_tokens (default 16, cut to the context)
+  --http-threads N       HTTP worker threads (default 2 × --max-seqs + 4): each open stream holds one
+  --weights f32|f16|bf16|q8_0|q4_0|q4_1   convert every matrix on load (default: the file's formats)
+  engine options (as inferlab generate): --policy continuous|static  --block-size N (16)  --num-blocks N (256)
+  --max-seqs N (16)  --budget N (256)  --chunk N (256)  --no-chunking  --no-prefix-caching
+  --max-seq-len N (the model's)  --backend cpu|sim|cuda
+)";
+
+}  // namespace
+
+int serve(const std::vector<std::string>& argv) {
+  const Args args(argv, {"no-chunking", "no-prefix-caching", "simulated-clock"});
+  if (args.help()) {
+    std::cout << kServeUsage;
+    return 0;
+  }
+  std::set<std::string> known = {"model", "host", "port", "max-tokens", "http-threads", "weights"};
+  known.merge(engine_option_names());
+  args.check_known(known);
+  const std::string name = args.required("model");
+  const std::string host = args.get_or("host", "127.0.0.1");
+  const int64_t port = args.integer("port").value_or(8000);
+  require(port >= 0 && port <= 65535, "--port", port, "must be in 0 … 65535");
+  const int64_t max_tokens = args.integer("max-tokens").value_or(16);
+  require_positive("--max-tokens", max_tokens);
+
+  const std::string path = model::resolve_model_path(name);
+  const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
+  std::optional<WeightFormat> format;
+  if (args.has("weights")) format = parse_weight_format(args.required("weights"));
+  const model::LlamaModel m(model::load_model(path, format));
+  const engine::EngineConfig config = engine_config(args, m);
+  const int64_t http_threads = args.integer("http-threads").value_or(2 * config.max_num_seqs + 4);
+  require_positive("--http-threads", http_threads);
+
+  // SIGINT and SIGTERM wait for sigwait() below: blocked here, before any thread starts, so every
+  // thread (the engine's, its OpenMP workers, the HTTP pool) inherits the mask. A client gone
+  // mid-write must not kill the process: SIGPIPE is ignored and the write fails instead.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  engine::AsyncEngine engine(m, config);
+  OpenAiServer routes(engine, tokenizer,
+                      {.name = name, .default_max_tokens = max_tokens, .max_seq_len = config.max_seq_len});
+  httplib::Server server;
+  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(size_t(http_threads)); };
+  routes.install(server);
+  const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, int(port)) ? int(port) : -1);
+  if (bound < 0) throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port));
+
+  std::atomic<bool> stopping = false, listen_failed = false;
+  std::thread listener([&] {
+    server.listen_after_bind();
+    if (!stopping) {  // it stopped by itself: wake the main thread
+      listen_failed = true;
+      ::kill(::getpid(), SIGTERM);
+    }
+  });
+  std::cout << "inferlab serve: " << name << " (" << m.config().describe() << ")\nlistening on http://" << host << ":"
+            << bound << "  (Ctrl-C stops)" << std::endl;
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  stopping = true;
+  std::cout << "inferlab serve: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+            << ": aborting the requests in flight, stopping" << std::endl;
+  engine.shutdown(engine::ShutdownMode::abort);  // every waiting handler wakes: 503 or a cut stream
+  server.stop();
+  listener.join();
+  if (listen_failed) throw std::runtime_error("the server stopped listening on " + host + ":" + std::to_string(bound));
+  const engine::AsyncEngineStats s = engine.stats();
+  std::cout << "inferlab serve: stopped after " << s.submitted << " requests (" << s.finished << " finished, "
+            << s.aborted << " aborted, " << s.rejected << " refused)" << std::endl;
+  return 0;
+}
+
+}  // namespace inferlab::cli
