@@ -378,6 +378,31 @@ TEST_F(Ch08TextCli, CtrlCStopsTheReplyKeepsItAndCtrlCAtThePromptExits) {
   EXPECT_GT(t[1].reused, 0);
 }
 
+// --kv-dtype: the same KV format through the engine (paged, chunked) and alone (contiguous) gives
+// the same greedy tokens (batch invariance holds within a format), and a bad format is named.
+TEST_F(Ch08TextCli, KvDtypeGivesTheSameTokensThroughTheEngineAndAlone) {
+  const std::string ids = "1 9690 198 2683 359 253 5356 5646 11173 3365 3511 308 34519 28 7018 411 407 19712 8182 2 "
+                          "198 1 4093 198 1780 314 260 3575 282 4649 47 2 198 1 520 9531 198";
+  for (const std::string kv : {"int8", "fp8", "fp16"}) {
+    const std::string common = "generate --model smollm2 --prompt-ids '" + ids + "' --max-new-tokens 24 --ids --kv-dtype " + kv;
+    const auto alone = run(common);
+    const auto engine = run(common + " --engine --chunk 16 --block-size 8");
+    ASSERT_EQ(alone.exit_code, 0) << alone.output;
+    ASSERT_EQ(engine.exit_code, 0) << engine.output;
+    EXPECT_FALSE(alone.output.empty());
+    EXPECT_EQ(alone.output, engine.output) << "--kv-dtype " << kv;
+  }
+  // And the format is used: an INT8 cache's rounding changes this prompt's greedy tokens.
+  const std::string common = "generate --model smollm2 --prompt-ids '" + ids + "' --max-new-tokens 24 --ids";
+  EXPECT_NE(run(common + " --kv-dtype int8").output, run(common).output);
+  const auto bad = run("generate --model smollm2 --prompt-ids 1 --kv-dtype int4");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--kv-dtype: cache format = int4"), std::string::npos) << bad.output;
+  const auto channel = run("generate --model smollm2 --prompt-ids 1 --kv-dtype int8-channel");
+  EXPECT_EQ(channel.exit_code, 2) << channel.output;
+  EXPECT_NE(channel.output.find("kv_format"), std::string::npos) << channel.output;
+}
+
 TEST_F(Ch08TextCli, BadInputIsNamed) {
   const std::string stories = std::string(INFERLAB_SOURCE_DIR) + "/models/stories260K.bin";
   const std::vector<std::pair<std::string, std::string>> bad = {
