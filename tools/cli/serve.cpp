@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -68,6 +69,17 @@ int serve(const std::vector<std::string>& argv) {
   const int64_t max_tokens = args.integer("max-tokens").value_or(16);
   require_positive("--max-tokens", max_tokens);
 
+  // SIGINT and SIGTERM wait for sigwait() below: blocked here, before any thread starts — loading
+  // the model already starts OpenMP's workers — so every thread (those, the engine's, the HTTP
+  // pool) inherits the mask; a signal that reached an unblocked worker would kill the process. A
+  // client gone mid-write must not kill it either: SIGPIPE is ignored and the write fails instead.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
   const std::string path = model::resolve_model_path(name);
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
   std::optional<WeightFormat> format;
@@ -76,16 +88,6 @@ int serve(const std::vector<std::string>& argv) {
   const engine::EngineConfig config = engine_config(args, m);
   const int64_t http_threads = args.integer("http-threads").value_or(2 * config.max_num_seqs + 4);
   require_positive("--http-threads", http_threads);
-
-  // SIGINT and SIGTERM wait for sigwait() below: blocked here, before any thread starts, so every
-  // thread (the engine's, its OpenMP workers, the HTTP pool) inherits the mask. A client gone
-  // mid-write must not kill the process: SIGPIPE is ignored and the write fails instead.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
 
   engine::AsyncEngine engine(m, config);
   OpenAiServer routes(engine, tokenizer,
@@ -104,6 +106,10 @@ int serve(const std::vector<std::string>& argv) {
       ::kill(::getpid(), SIGTERM);
     }
   });
+  // Server::stop() does nothing until the listen loop runs (cpp-httplib checks is_running()), so a
+  // signal that came right after the bind would leave the listener running forever: wait for it.
+  // The signals stay blocked meanwhile; sigwait() below takes one that came early.
+  while (!server.is_running() && !listen_failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::cout << "inferlab serve: " << name << " (" << m.config().describe() << ")\nlistening on http://" << host << ":"
             << bound << "  (Ctrl-C stops)" << std::endl;
   int signal_number = 0;
