@@ -190,6 +190,27 @@ inline void add_roofline_context(const std::string& flop_convention,
   benchmark::AddCustomContext("flop_convention", flop_convention);
 }
 
+/// A chapter benchmark's command line split in two: Google Benchmark's flags (--benchmark_*,
+/// --v=N), after argv[0], for run_benchmarks(); and the chapter's own options.
+struct BenchmarkArgs {
+  std::vector<char*> benchmark;  ///< argv[0], then Google Benchmark's flags
+  std::vector<std::string> own;  ///< everything else, in order
+};
+
+/// Splits @p argv as BenchmarkArgs says.
+inline BenchmarkArgs split_benchmark_args(int argc, char** argv) {
+  BenchmarkArgs out{{argv[0]}, {}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--benchmark_", 0) == 0 || a.rfind("--v=", 0) == 0) {
+      out.benchmark.push_back(argv[i]);
+    } else {
+      out.own.push_back(a);
+    }
+  }
+  return out;
+}
+
 /// A benchmark main(): counters as table columns unless the caller passes
 /// --benchmark_counters_tabular, Google Benchmark's own flags (--benchmark_filter, …),
 /// @p register_benchmarks, then the run. Returns the process exit code.

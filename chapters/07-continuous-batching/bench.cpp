@@ -261,17 +261,7 @@ const char* kServingUsage = R"(Chapter 07's own options (before or after Google 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Google Benchmark's flags (--benchmark_*, --v=N) go to it; the rest are this chapter's.
-  std::vector<char*> benchmark_args{argv[0]};
-  std::vector<std::string> own;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--benchmark_", 0) == 0 || a.rfind("--v=", 0) == 0) {
-      benchmark_args.push_back(argv[i]);
-    } else {
-      own.push_back(a);
-    }
-  }
+  auto [benchmark_args, own] = bench::split_benchmark_args(argc, argv);  // Google Benchmark's flags, ours
   const Args args(own, {"no-serving", "serving-only", "quick"});
   if (args.help()) {  // this chapter's options, then Google Benchmark's (it prints them and exits)
     std::cout << kServingUsage << "\nGoogle Benchmark's options:\n";

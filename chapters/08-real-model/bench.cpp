@@ -395,16 +395,7 @@ const char* kUsage = R"(Chapter 08's own options (before or after Google Benchma
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> benchmark_args{argv[0]};
-  std::vector<std::string> own;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--benchmark_", 0) == 0 || a.rfind("--v=", 0) == 0) {
-      benchmark_args.push_back(argv[i]);
-    } else {
-      own.push_back(a);
-    }
-  }
+  auto [benchmark_args, own] = bench::split_benchmark_args(argc, argv);  // Google Benchmark's flags, ours
   const Args args(own, {"no-quality", "quality-only"});
   if (args.help()) {
     std::cout << kUsage << "\nGoogle Benchmark's options:\n";
