@@ -32,6 +32,11 @@ Stack::Stack() {
 }
 
 Stack::~Stack() {
+#if SIMT_ASAN
+  // A lane's frames leave their redzones in ASan's shadow, which munmap does not clear: the next
+  // mapping at this address (libbacktrace's arena, say) would read as a stack-buffer-underflow.
+  ASAN_UNPOISON_MEMORY_REGION(bottom(), size_);
+#endif
   munmap(base_, size_ + page_);
 }
 
