@@ -1,6 +1,7 @@
 #include "runtime/engine/async_engine.h"
 
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace inferlab::engine {
@@ -23,10 +24,18 @@ bool RequestStream::finished() const {
   return finished_;
 }
 
-void RequestStream::push(RequestDelta delta) {
+std::optional<RequestMetrics> RequestStream::metrics() const {
+  const std::lock_guard lock(mutex_);
+  return read_all_ ? metrics_ : std::nullopt;
+}
+
+void RequestStream::push(RequestDelta delta, std::optional<RequestMetrics> metrics) {
   {
     const std::lock_guard lock(mutex_);
-    if (delta.finish) finished_ = true;
+    if (delta.finish) {
+      finished_ = true;
+      metrics_ = std::move(metrics);
+    }
     deltas_.push_back(std::move(delta));
   }
   ready_.notify_all();
@@ -102,6 +111,9 @@ void AsyncEngine::snapshot() {
   stats_.waiting = engine_.num_waiting() + int64_t(inbox_.size());
   stats_.free_blocks = engine_.blocks().num_free_blocks();
   stats_.steps = engine_.stats().steps;
+  stats_.preemptions = engine_.stats().preemptions;
+  stats_.prompt_tokens = engine_.stats().prompt_tokens;
+  stats_.generated_tokens = engine_.stats().generated_tokens;
 }
 
 void AsyncEngine::loop() {
@@ -121,6 +133,7 @@ void AsyncEngine::loop() {
       int64_t rejected = 0;
       for (auto& [request, stream] : submissions) {
         try {
+          request.arrival = engine_.now();  // its queue time starts here, on the engine's clock
           const int64_t id = engine_.add_request(std::move(request));
           stream->engine_id_ = id;
           live[id] = stream;
@@ -136,24 +149,30 @@ void AsyncEngine::loop() {
         if (stream->engine_id_ && live.contains(*stream->engine_id_)) aborted_any |= engine_.abort(*stream->engine_id_);
 
       std::vector<RequestDelta> deltas;
+      std::map<int64_t, RequestMetrics> metrics;  // of the requests that left in this step
       if (!engine_.empty() || aborted_any) {
         deltas = engine_.step().deltas;
-        (void)engine_.take_outputs();  // the streams carry the tokens; keep the engine's memory flat
+        // The streams carry the tokens; the engine's outputs are dropped (its memory stays flat)
+        // but for their timings, which go with each finish delta.
+        for (RequestOutput& output : engine_.take_outputs()) metrics.emplace(output.id, std::move(output.metrics));
       }
       // Who gets which delta. The counters and the snapshot are updated before any stream sees
       // its delta, so a caller that has read a finish finds it counted in stats().
       int64_t finished = 0, aborted = 0;
-      std::vector<std::pair<std::shared_ptr<RequestStream>, RequestDelta>> out;
+      std::vector<std::tuple<std::shared_ptr<RequestStream>, RequestDelta, std::optional<RequestMetrics>>> out;
       for (const RequestDelta& delta : deltas)  // checked first: a throw leaves every stream in live
         if (!live.contains(delta.id))
           throw std::logic_error("AsyncEngine: a delta for unknown request " + std::to_string(delta.id));
       for (RequestDelta& delta : deltas) {
         const auto it = live.find(delta.id);
-        out.emplace_back(it->second, std::move(delta));
-        if (out.back().second.finish) {
-          ++(*out.back().second.finish == FinishReason::aborted ? aborted : finished);
-          live.erase(it);
+        std::optional<RequestMetrics> timings;
+        if (delta.finish) {
+          ++(*delta.finish == FinishReason::aborted ? aborted : finished);
+          if (const auto m = metrics.find(delta.id); m != metrics.end()) timings = std::move(m->second);
         }
+        const bool left = delta.finish.has_value();
+        out.emplace_back(it->second, std::move(delta), std::move(timings));
+        if (left) live.erase(it);
       }
       bool done = false;
       {
@@ -165,7 +184,7 @@ void AsyncEngine::loop() {
         // Stopping, and nothing left: neither in the engine nor queued (submit() refuses now).
         done = stopping_ && engine_.empty() && inbox_.empty() && aborts_.empty();
       }
-      for (auto& [stream, delta] : out) stream->push(std::move(delta));
+      for (auto& [stream, delta, timings] : out) stream->push(std::move(delta), std::move(timings));
       if (done) break;
     }
   } catch (...) {

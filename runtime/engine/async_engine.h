@@ -57,9 +57,16 @@ class RequestStream {
   /// request was refused.
   bool finished() const;
 
+  /// The request's timings on the engine's clock (RequestMetrics: its arrival when the engine
+  /// thread added it, its first scheduled step, its tokens, its finish; preemptions), once the
+  /// delta with the finish has been read; nullopt before, or for a refused request. The clock
+  /// counts the engine's busy time (ClockMode::real: each step's duration), so first_scheduled −
+  /// arrival is the time it waited behind other requests' steps — a server's queue time.
+  std::optional<RequestMetrics> metrics() const;
+
  private:
   friend class AsyncEngine;
-  void push(RequestDelta delta);
+  void push(RequestDelta delta, std::optional<RequestMetrics> metrics = std::nullopt);
   void fail(std::exception_ptr error);
 
   mutable std::mutex mutex_;
@@ -68,6 +75,7 @@ class RequestStream {
   std::exception_ptr error_;
   bool finished_ = false;  // the finish delta (or the error) has been pushed
   bool read_all_ = false;  // next() has returned the finish delta
+  std::optional<RequestMetrics> metrics_;  // set with the finish delta
   // Engine thread only: the Engine's id once added.
   std::optional<int64_t> engine_id_;
 };
@@ -89,6 +97,9 @@ struct AsyncEngineStats {
   int64_t rejected = 0;     ///< of those, refused by Engine::add_request()
   int64_t finished = 0;     ///< ended with FinishReason::length or stop
   int64_t aborted = 0;      ///< ended with FinishReason::aborted
+  int64_t preemptions = 0;  ///< EngineStats::preemptions
+  int64_t prompt_tokens = 0;     ///< EngineStats::prompt_tokens: prompt tokens admitted
+  int64_t generated_tokens = 0;  ///< EngineStats::generated_tokens: tokens sampled
 };
 
 /// The engine loop on its own thread.

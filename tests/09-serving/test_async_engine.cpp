@@ -38,11 +38,12 @@ const model::LlamaModel& tiny_model() {
   return m;
 }
 
-// A pool of 40 blocks of 4 tokens for up to 6 sequences: the requests below preempt each other.
+// A pool of 32 blocks of 4 tokens for up to 6 sequences: the requests below preempt each other
+// (max_seq_len 128 is 32 blocks: any request fits alone; a few running together do not).
 engine::EngineConfig tight_config() {
   engine::EngineConfig c;
   c.block_size = 4;
-  c.num_blocks = 40;
+  c.num_blocks = 32;
   c.max_num_seqs = 6;
   c.max_num_batched_tokens = 48;
   c.chunk_size = 16;
@@ -97,8 +98,9 @@ void expect_counters_add_up(const engine::AsyncEngineStats& s, int64_t submitted
   EXPECT_EQ(s.free_blocks, s.num_blocks);
 }
 
-TEST(AsyncEngine, ConcurrentSubmissionsEqualEachRequestAlone) {
-  testing::SeededRng rng;
+// One run of 8 threads × 5 requests, each stream checked against its request alone; returns the
+// preemptions the run saw.
+int64_t run_concurrent_submissions(Rng& rng) {
   constexpr int kThreads = 8, kPerThread = 5;
   std::vector<std::vector<Request>> requests(kThreads);
   for (int t = 0; t < kThreads; ++t)
@@ -122,16 +124,28 @@ TEST(AsyncEngine, ConcurrentSubmissionsEqualEachRequestAlone) {
       const Request& r = requests[t][i];
       const Received& got = received[t][i];
       const engine::RequestOutput alone = engine::generate_alone(tiny_model(), r);
-      ASSERT_EQ(got.finishes.size(), 1u) << "thread " << t << " request " << i << ": finishes reported";
+      EXPECT_EQ(got.finishes.size(), 1u) << "thread " << t << " request " << i << ": finishes reported";
+      if (got.finishes.size() != 1u) continue;
       EXPECT_TRUE(got.finish_was_last) << "thread " << t << " request " << i << ": a delta came after its finish";
       EXPECT_EQ(got.finishes[0], alone.reason) << "thread " << t << " request " << i;
       EXPECT_EQ(got.tokens, alone.tokens)
           << "thread " << t << " request " << i << " (" << (r.sampling.greedy() ? "greedy" : "sampled") << ")";
     }
   expect_counters_add_up(async.stats(), kThreads * kPerThread);
-  EXPECT_GT(async.engine().stats().preemptions, 0) << "the pool was meant to be tight enough to preempt";
+  EXPECT_EQ(async.stats().preemptions, async.engine().stats().preemptions);
   EXPECT_EQ(async.engine().blocks().num_free_blocks(), tight_config().num_blocks);
   EXPECT_TRUE(async.engine().empty());
+  return async.engine().stats().preemptions;
+}
+
+TEST(AsyncEngine, ConcurrentSubmissionsEqualEachRequestAlone) {
+  testing::SeededRng rng;
+  // How many requests overlap depends on the threads' timing: about 1 run in 15 on 2 cores
+  // never fills the pool. Every run is checked; up to 5 are made until one has preempted.
+  int64_t preemptions = 0;
+  for (int attempt = 0; attempt < 5 && preemptions == 0 && !HasFailure(); ++attempt)
+    preemptions = run_concurrent_submissions(rng);
+  EXPECT_GT(preemptions, 0) << "5 runs and none preempted: the pool was meant to be tight enough";
 }
 
 TEST(AsyncEngine, AbortsFromOtherThreadsEndTheirStreamsAndFreeTheirBlocks) {

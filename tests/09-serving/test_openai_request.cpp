@@ -66,6 +66,17 @@ TEST(OpenAiRequest, ChatFieldsAreReadBack) {
   EXPECT_FALSE(r.prompt_text || r.prompt_ids);
 }
 
+TEST(OpenAiRequest, StopIsAStringOrUpToFourAndIgnoreEosABoolean) {
+  const GenerationRequest one = parse_chat_request(chat_with(R"("stop": "\n\n")"));
+  EXPECT_EQ(one.stop, (std::vector<std::string>{"\n\n"}));
+  EXPECT_FALSE(one.ignore_eos);
+  const GenerationRequest four =
+      parse_completion_request(R"({"model": "m", "prompt": "a", "stop": ["a", "bc", "User:", "é"], "ignore_eos": true})");
+  EXPECT_EQ(four.stop, (std::vector<std::string>{"a", "bc", "User:", "é"}));
+  EXPECT_TRUE(four.ignore_eos);
+  EXPECT_TRUE(parse_chat_request(chat_with(R"("stop": [])")).stop.empty());
+}
+
 TEST(OpenAiRequest, DefaultsAndNullsAreTheApis) {
   const GenerationRequest r = parse_chat_request(chat_with(R"("temperature": null, "max_tokens": null, "seed": null)"));
   EXPECT_FALSE(r.max_tokens);
@@ -147,7 +158,12 @@ TEST(OpenAiRequest, OutOfRangeValuesNameTheParameter) {
   expect_invalid(chat_with(R"("top_p": -1)"), "top_p");
   expect_invalid(chat_with(R"("top_p": 1.01)"), "top_p");
   expect_invalid(chat_with(R"("n": 2)"), "n");
-  expect_invalid(chat_with(R"("stop": "\n")"), "stop");
+  expect_invalid(chat_with(R"("stop": "")"), "stop");
+  expect_invalid(chat_with(R"("stop": ["a", ""])"), "stop");
+  expect_invalid(chat_with(R"("stop": ["a", "b", "c", "d", "e"])"), "stop");
+  expect_invalid(chat_with(R"("stop": 3)"), "stop");
+  expect_invalid(chat_with(R"("stop": ["a", 3])"), "stop");
+  expect_invalid(chat_with(R"("ignore_eos": "yes")"), "ignore_eos");
   expect_invalid(chat_with(R"("stream_options": {"include_usage": true})"), "stream_options");
   expect_invalid(R"({"model": "m", "prompt": "a", "max_tokens": 0})", "max_tokens", false);
   expect_invalid(R"({"model": "m", "prompt": "a", "temperature": -1})", "temperature", false);

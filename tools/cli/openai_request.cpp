@@ -4,6 +4,8 @@
 #include <limits>
 #include <utility>
 
+#include "runtime/tokenizer/stop_strings.h"
+
 namespace inferlab::cli {
 
 ApiError::ApiError(int status, const std::string& message, std::string param, std::string type, std::string code)
@@ -97,7 +99,25 @@ GenerationRequest common_fields(const Json& body) {
   if (const auto seed = integer_field(body, "seed")) r.seed = uint64_t(*seed);
   if (const auto n = integer_field(body, "n"); n && *n != 1)
     throw invalid_request("'n' must be 1: one choice per request is implemented", "n");
-  if (field(body, "stop") != nullptr) throw invalid_request("'stop' is not implemented yet (only null)", "stop");
+  if (const Json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      r.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (size_t i = 0; i < stop->size(); ++i) {
+        if (!(*stop)[i].is_string())
+          throw invalid_request("'stop[" + std::to_string(i) + "]' must be a string", "stop");
+        r.stop.push_back((*stop)[i].get<std::string>());
+      }
+    } else {
+      throw invalid_request("'stop' must be a string or an array of strings", "stop");
+    }
+    try {
+      (void)tokenizer::StopStringMatcher(r.stop);  // the matcher's own rule: ≤ 4, none empty
+    } catch (const std::invalid_argument& e) {
+      throw invalid_request(std::string("'stop' is refused: ") + e.what(), "stop");
+    }
+  }
+  r.ignore_eos = bool_field(body, "ignore_eos", "ignore_eos").value_or(false);
   r.stream = bool_field(body, "stream", "stream").value_or(false);
   if (const Json* options = field(body, "stream_options")) {
     if (!r.stream) throw invalid_request("'stream_options' is only allowed with stream: true", "stream_options");

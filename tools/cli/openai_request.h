@@ -10,8 +10,10 @@
 /// prompt as an array of token ids); max_completion_tokens or max_tokens (an integer ≥ 1; the
 /// first wins when both are given); temperature (a number ≥ 0, default 1 as in the API; 0 is
 /// greedy); top_p (a number in (0, 1], default 1); seed (an integer); stream (a boolean);
-/// stream_options.include_usage (a boolean, only with stream); n (1 only); stop (not yet
-/// implemented: refused unless null). A null field is the same as an absent one.
+/// stream_options.include_usage (a boolean, only with stream); n (1 only); stop (a string or an
+/// array of up to 4, each non-empty: tokenizer::StopStringMatcher's rule); ignore_eos (a boolean,
+/// vLLM's extension: generate max_tokens tokens even past the end-of-text token — what a load
+/// generator needs for exact lengths). A null field is the same as an absent one.
 
 #include <cstdint>
 #include <optional>
@@ -58,6 +60,8 @@ struct GenerationRequest {
   std::optional<uint64_t> seed;       ///< absent: the server picks one
   bool stream = false;                ///< answer as server-sent events
   bool include_usage = false;         ///< stream_options.include_usage: a last chunk with the usage
+  std::vector<std::string> stop;      ///< stop strings (none: stop only at the end of text or max_tokens)
+  bool ignore_eos = false;            ///< do not stop at the model's end-of-generation tokens
 };
 
 /// Reads a `/v1/chat/completions` body. Throws ApiError (400) for malformed JSON, a body that is

@@ -32,19 +32,25 @@ const char* kServeUsage =
 
 An OpenAI-compatible HTTP server over the serving engine, its loop on its own thread:
   GET  /health               {"status": "ok"} and the engine's counters (running, waiting, free blocks, …)
+  GET  /metrics              Prometheus text with vLLM's metric names (requests, KV usage, tokens,
+                             preemptions; TTFT, inter-token, end-to-end and queue-time histograms)
   GET  /v1/models            the model served (its id is --model as given, e.g. smollm2)
   POST /v1/chat/completions  model, messages, max_tokens / max_completion_tokens, temperature (default 1),
-                             top_p, seed, stream, stream_options.include_usage
+                             top_p, seed, stop (a string or up to 4), stream, stream_options.include_usage,
+                             ignore_eos (vLLM's: generate max_tokens even past the end of text)
   POST /v1/completions       model, prompt (text or token ids) and the same fields
-Bad input is answered 400 with OpenAI's error object naming the parameter, an unknown model 404.
-SIGINT or SIGTERM (Ctrl-C) aborts the requests in flight, stops and exits 0.
+Bad input is answered 400 with OpenAI's error object naming the parameter, an unknown model 404, a
+body over --max-body-bytes 413; beyond --max-seqs running and --max-waiting waiting requests, 429 with
+Retry-After. SIGINT or SIGTERM (Ctrl-C) aborts the requests in flight, stops and exits 0.
 
   --model M              smollm2 (installed by ./inferlab setup) or a GGUF file with its tokenizer
   --host H               the address to listen on (default 127.0.0.1: this machine only)
   --port N               the port (default 8000; 0: any free one). The line "listening on http://H:N"
                          on stdout says which, once the server accepts connections
   --max-tokens N         tokens generated when a request gives no max_tokens (default 16, cut to the context)
-  --http-threads N       HTTP worker threads (default 2 × --max-seqs + 4): each open stream holds one
+  --max-waiting N        requests held waiting beyond the --max-seqs running (default 2 × --max-seqs); more: 429
+  --max-body-bytes N     the largest request body (default 1048576); larger: 413
+  --http-threads N       HTTP worker threads (default --max-seqs + --max-waiting + 4): each open stream holds one
   --weights f32|f16|bf16|q8_0|q4_0|q4_1   convert every matrix on load (default: the file's formats)
   engine options (as inferlab generate): --policy continuous|static  --block-size N (16)  --num-blocks N (256)
   --max-seqs N (16)  --budget N (256)  --chunk N (256)  --no-chunking  --no-prefix-caching
@@ -59,7 +65,8 @@ int serve(const std::vector<std::string>& argv) {
     std::cout << kServeUsage;
     return 0;
   }
-  std::set<std::string> known = {"model", "host", "port", "max-tokens", "http-threads", "weights"};
+  std::set<std::string> known = {"model",        "host",           "port",   "max-tokens",
+                                 "http-threads", "max-body-bytes", "weights", "max-waiting"};
   known.merge(engine_option_names());
   args.check_known(known);
   const std::string name = args.required("model");
@@ -86,12 +93,21 @@ int serve(const std::vector<std::string>& argv) {
   if (args.has("weights")) format = parse_weight_format(args.required("weights"));
   const model::LlamaModel m(model::load_model(path, format));
   const engine::EngineConfig config = engine_config(args, m);
-  const int64_t http_threads = args.integer("http-threads").value_or(2 * config.max_num_seqs + 4);
+  const int64_t max_waiting = args.integer("max-waiting").value_or(2 * config.max_num_seqs);
+  require(max_waiting >= 0, "--max-waiting", max_waiting, "must be ≥ 0");
+  const int64_t max_body = args.integer("max-body-bytes").value_or(int64_t(1) << 20);
+  require_positive("--max-body-bytes", max_body);
+  const int64_t http_threads = args.integer("http-threads").value_or(config.max_num_seqs + max_waiting + 4);
   require_positive("--http-threads", http_threads);
 
   engine::AsyncEngine engine(m, config);
   OpenAiServer routes(engine, tokenizer,
-                      {.name = name, .default_max_tokens = max_tokens, .max_seq_len = config.max_seq_len});
+                      {.name = name,
+                       .default_max_tokens = max_tokens,
+                       .max_seq_len = config.max_seq_len,
+                       .max_running = config.max_num_seqs,
+                       .max_waiting = max_waiting,
+                       .max_body_bytes = size_t(max_body)});
   httplib::Server server;
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(size_t(http_threads)); };
   routes.install(server);
