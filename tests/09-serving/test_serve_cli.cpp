@@ -514,7 +514,10 @@ TEST(ServeStop, SigintExitsZero) {
   ASSERT_GT(server.port(), 0) << server.output();
   const std::optional<int> status = server.stop(SIGINT);
   ASSERT_TRUE(status);
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server.output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << (WIFSIGNALED(*status) ? "killed by signal " + std::to_string(WTERMSIG(*status))
+                               : "exit code " + std::to_string(WEXITSTATUS(*status)))
+      << "\n" << server.output();
 }
 
 TEST(ServeCli, AnswersHelpAndNamesABadOption) {

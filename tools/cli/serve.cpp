@@ -27,6 +27,22 @@
 namespace inferlab::cli {
 namespace {
 
+// The stop signals' self-pipe: the handler writes the signal's number, the main thread reads it.
+int g_stop_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int signal_number) {
+  const auto byte = static_cast<unsigned char>(signal_number);
+  [[maybe_unused]] const ssize_t written = ::write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
+}
+
+// Waits for SIGINT or SIGTERM and returns which.
+int wait_for_stop_signal() {
+  unsigned char byte = 0;
+  while (::read(g_stop_pipe[0], &byte, 1) != 1) {
+  }
+  return byte;
+}
+
 const char* kServeUsage =
     R"(usage: inferlab serve --model M [--host 127.0.0.1] [--port 8000] [options]
 
@@ -76,10 +92,21 @@ int serve(const std::vector<std::string>& argv) {
   const int64_t max_tokens = args.integer("max-tokens").value_or(16);
   require_positive("--max-tokens", max_tokens);
 
-  // SIGINT and SIGTERM wait for sigwait() below: blocked here, before any thread starts — loading
-  // the model already starts OpenMP's workers — so every thread (those, the engine's, the HTTP
-  // pool) inherits the mask; a signal that reached an unblocked worker would kill the process. A
-  // client gone mid-write must not kill it either: SIGPIPE is ignored and the write fails instead.
+  // SIGINT and SIGTERM: a handler, installed before any thread of ours starts, writes to a pipe
+  // that the main thread reads below. Dispositions are the process's, so whichever thread the
+  // kernel picks runs it — some already exist and cannot be masked: libopenblas starts its pool
+  // when it is loaded, before main(), and a signal that reached one of those with the default
+  // action killed the process (ServeStop.SigintExitsZero, 1 run in 4). Our own threads (OpenMP's
+  // workers, the engine's, the HTTP pool) inherit a mask that blocks the two, so the signal goes
+  // to the main thread or to a pool thread, both harmless. A client gone mid-write must not kill
+  // the server either: SIGPIPE is ignored and the write fails instead.
+  if (::pipe(g_stop_pipe) != 0) throw std::runtime_error("serve: cannot create the signal pipe");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -124,12 +151,12 @@ int serve(const std::vector<std::string>& argv) {
   });
   // Server::stop() does nothing until the listen loop runs (cpp-httplib checks is_running()), so a
   // signal that came right after the bind would leave the listener running forever: wait for it.
-  // The signals stay blocked meanwhile; sigwait() below takes one that came early.
+  // A signal that came early waits in the pipe.
   while (!server.is_running() && !listen_failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::cout << "inferlab serve: " << name << " (" << m.config().describe() << ")\nlistening on http://" << host << ":"
             << bound << "  (Ctrl-C stops)" << std::endl;
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // the main thread takes them from here on
+  const int signal_number = wait_for_stop_signal();
   stopping = true;
   std::cout << "inferlab serve: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
             << ": aborting the requests in flight, stopping" << std::endl;
