@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "chapters/tour.h"
+#include "tools/cli/tour_serving.h"
 #include "common/args.h"
 #include "common/check.h"
 #include "common/npy.h"
@@ -89,6 +90,7 @@ int tour(const std::vector<std::string>& argv) {
   tour_chapter06(std::cout, roofline, options);
   tour_chapter07(std::cout, roofline, options);
   tour_chapter08(std::cout, roofline, options);
+  tour_chapter09(std::cout, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }
