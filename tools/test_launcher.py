@@ -157,6 +157,8 @@ class Launcher(unittest.TestCase):
                                (["-h"], "usage: ./inferlab COMMAND"), (["test", "--help"], "usage: ./inferlab test"),
                                (["test", "-h"], "ctest --help lists the rest"),
                                (["bench", "--help"], "usage: ./inferlab bench"), (["docs", "--help"], "usage: ./inferlab docs"),
+                               (["bench", "serve", "--help"], "usage: ./inferlab bench serve"),
+                               (["help", "bench"], "./inferlab bench serve [flags]"),
                                (["setup", "--help"], "usage: ./inferlab setup"), (["help", "test"], "usage: ./inferlab test"),
                                (["student", "--help"], "usage: ./inferlab student"), (["grade", "--help"], "usage: inferlab grade"),
                                (["help", "grade"], "usage: inferlab grade")]:

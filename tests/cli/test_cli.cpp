@@ -106,6 +106,7 @@ TEST_F(Cli, QuickTourRunsAndEndsWithTheTable) {
   EXPECT_NE(r.output.find("Chapter 01"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Chapter 06"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Chapter 08"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Chapter 09"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("WRONG"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("% roof"), std::string::npos) << r.output;
 }
