@@ -204,9 +204,14 @@ def offline_compare(exe, model, requests, results, summary, engine_args, server_
         return {"error": f"`{shlex.join(command)}` exited {run.returncode}: {run.stderr.strip()[-600:]}"}
     offline = json.loads(out.read_text())
     config, offline_summary = offline["config"], offline["summary"]
-    # What both sides expose of their engine options must agree; the rest is the caller's word.
+    # Both sides' engine settings must agree: the server shows its own in /health's "config".
     mismatches = []
-    if server_health and "num_blocks" in server_health and server_health["num_blocks"] != config["num_blocks"]:
+    server_config = (server_health or {}).get("config", {})  # the server's engine settings (/health)
+    for key, value in server_config.items():
+        if key != "clock" and key in config and config[key] != value:
+            mismatches.append(f"{key}: server {value}, offline {config[key]}")
+    if server_health and "num_blocks" in server_health and server_health["num_blocks"] != config["num_blocks"] \
+            and "num_blocks" not in server_config:
         mismatches.append(f"num_blocks: server {server_health['num_blocks']}, offline {config['num_blocks']}")
     if server_model and "max_model_len" in server_model and server_model["max_model_len"] != config["max_seq_len"]:
         mismatches.append(f"max_seq_len: server {server_model['max_model_len']}, offline {config['max_seq_len']}")

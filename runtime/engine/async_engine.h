@@ -130,6 +130,9 @@ class AsyncEngine {
   /// The state after the latest step (any thread).
   AsyncEngineStats stats() const;
 
+  /// The Engine's settings (any thread: they never change).
+  const EngineConfig& config() const { return engine_.config(); }
+
   /// The Engine, read-only (its pool, its invariants); only once shutdown() has returned:
   /// throws std::logic_error while the engine thread runs.
   const Engine& engine() const;

@@ -70,20 +70,25 @@ std::vector<Request> read_trace(std::istream& in, int64_t vocab_size, uint64_t s
   return out;
 }
 
+Json config_json(const EngineConfig& c) {
+  return {{"policy", std::string(to_string(c.policy))},
+          {"max_num_seqs", c.max_num_seqs},
+          {"max_num_batched_tokens", c.max_num_batched_tokens},
+          {"chunk_size", c.chunk_size},
+          {"chunked_prefill", c.chunked_prefill},
+          {"block_size", c.block_size},
+          {"num_blocks", c.num_blocks},
+          {"prefix_caching", c.prefix_caching},
+          {"max_seq_len", c.max_seq_len},
+          {"kv_format", c.kv_format.name()},
+          {"backend", std::string(to_string(c.backend))},
+          {"clock", c.clock == ClockMode::real ? "real (measured step times, idle gaps skipped)" : "simulated"}};
+}
+
 Json run_json(const EngineConfig& c, const EngineStats& s, std::span<const RequestOutput> outputs) {
   const auto figure = [](double value) { return json_number(value, 9); };
   Json json;
-  json["config"] = {
-      {"policy", std::string(to_string(c.policy))},
-      {"max_num_seqs", c.max_num_seqs},
-      {"max_num_batched_tokens", c.max_num_batched_tokens},
-      {"chunk_size", c.chunk_size},
-      {"chunked_prefill", c.chunked_prefill},
-      {"block_size", c.block_size},
-      {"num_blocks", c.num_blocks},
-      {"prefix_caching", c.prefix_caching},
-      {"max_seq_len", c.max_seq_len},
-      {"clock", c.clock == ClockMode::real ? "real (measured step times, idle gaps skipped)" : "simulated"}};
+  json["config"] = config_json(c);
   json["summary"] = to_json(summarize(outputs));
   json["stats"] = {{"steps", s.steps},
                    {"preemptions", s.preemptions},

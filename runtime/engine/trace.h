@@ -25,6 +25,11 @@ namespace inferlab::engine {
 /// anything malformed or unknown.
 std::vector<Request> read_trace(std::istream& in, int64_t vocab_size, uint64_t seed);
 
+/// The engine's settings as JSON (policy, max_num_seqs, max_num_batched_tokens, chunk_size,
+/// chunked_prefill, block_size, num_blocks, prefix_caching, max_seq_len, kv_format, backend,
+/// clock): a run's "config", and what `inferlab serve`'s /health shows.
+Json config_json(const EngineConfig& config);
+
 /// The run as one JSON object, {"config": …, "summary": …, "stats": …, "requests": [ … ]}: per
 /// request its id, arrival, first-token and finish times, TTFT, TPOT, latency (seconds, 9
 /// significant digits), prompt and output lengths, preemptions, prefix-cache hits, finish reason

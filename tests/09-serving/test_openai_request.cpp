@@ -77,6 +77,32 @@ TEST(OpenAiRequest, StopIsAStringOrUpToFourAndIgnoreEosABoolean) {
   EXPECT_TRUE(parse_chat_request(chat_with(R"("stop": [])")).stop.empty());
 }
 
+TEST(OpenAiRequest, CommonClientShapesAreRead) {
+  // Content as text parts, the "developer" role (read as system), a prompt batch of one.
+  const GenerationRequest chat = parse_chat_request(R"({"model": "m", "messages": [
+      {"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]}]})");
+  ASSERT_EQ(chat.messages.size(), 2u);
+  EXPECT_EQ(chat.messages[0].role, "system");
+  EXPECT_EQ(chat.messages[1].content, "Hello there");
+  EXPECT_EQ(parse_completion_request(R"({"model": "m", "prompt": ["hi"]})").prompt_text, "hi");
+  EXPECT_EQ(parse_completion_request(R"({"model": "m", "prompt": [[5, 6]]})").prompt_ids, (std::vector<int32_t>{5, 6}));
+  expect_invalid(R"({"model": "m", "prompt": ["a", "b"]})", "prompt", false);
+  expect_invalid(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                 "messages[0].content[0]");
+}
+
+TEST(OpenAiRequest, UnimplementedFieldsAreRefusedUnlessNeutral) {
+  for (const char* field : {R"("echo": true)", R"("logprobs": 2)", R"("frequency_penalty": 0.5)",
+                            R"("presence_penalty": -1)", R"("best_of": 3)", R"("tools": [])"}) {
+    const std::string body = std::string(R"({"model": "m", "prompt": "a", )") + field + "}";
+    const std::string name = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
+    expect_invalid(body, name, false);
+  }
+  EXPECT_NO_THROW(parse_completion_request(R"({"model": "m", "prompt": "a", "echo": false, "logprobs": null,
+                                               "frequency_penalty": 0, "best_of": 1})"));
+}
+
 TEST(OpenAiRequest, DefaultsAndNullsAreTheApis) {
   const GenerationRequest r = parse_chat_request(chat_with(R"("temperature": null, "max_tokens": null, "seed": null)"));
   EXPECT_FALSE(r.max_tokens);

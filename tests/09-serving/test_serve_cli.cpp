@@ -276,6 +276,19 @@ TEST_F(Serve, HealthAndModels) {
   ASSERT_EQ(models["data"].size(), 1u);
   EXPECT_EQ(models["data"][0]["id"], "smollm2");
   EXPECT_EQ(models["data"][0]["object"], "model");
+  // One model by its id (the openai client's models.retrieve()), and an unknown one.
+  const httplib::Result one = client().Get("/v1/models/smollm2");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200);
+  EXPECT_EQ(Json::parse(one->body), models["data"][0]);
+  const httplib::Result other = client().Get("/v1/models/gpt-4");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(Json::parse(other->body)["error"]["param"], "model");
+  // The engine's settings, as `generate --trace --out` writes them.
+  EXPECT_EQ(h["config"]["num_blocks"], 256);
+  EXPECT_EQ(h["config"]["max_num_seqs"], 8);
+  EXPECT_EQ(h["config"]["kv_format"], "fp32");
 }
 
 TEST_F(Serve, GreedyChatEqualsGenerateAndStreamsTheSameText) {

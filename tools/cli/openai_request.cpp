@@ -118,6 +118,16 @@ GenerationRequest common_fields(const Json& body) {
     }
   }
   r.ignore_eos = bool_field(body, "ignore_eos", "ignore_eos").value_or(false);
+  // Fields the server does not implement are refused rather than silently ignored, unless they
+  // ask for what the server does anyway (false, 0).
+  for (const char* name : {"echo", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty", "logit_bias",
+                           "best_of", "suffix", "tools", "response_format"}) {
+    const Json* value = field(body, name);
+    if (value == nullptr) continue;
+    const bool neutral = (value->is_boolean() && !value->get<bool>()) || (value->is_number() && value->get<double>() == 0) ||
+                         (std::string(name) == "best_of" && value->is_number_integer() && value->get<int64_t>() == 1);
+    if (!neutral) throw invalid_request("'" + std::string(name) + "' is not supported by this server", name);
+  }
   r.stream = bool_field(body, "stream", "stream").value_or(false);
   if (const Json* options = field(body, "stream_options")) {
     if (!r.stream) throw invalid_request("'stream_options' is only allowed with stream: true", "stream_options");
@@ -144,12 +154,30 @@ GenerationRequest parse_chat_request(const std::string& text) {
     if (role == nullptr || !role->is_string())
       throw invalid_request("'" + at + ".role' must be a string", at + ".role");
     const std::string name = role->get<std::string>();
-    if (name != "system" && name != "user" && name != "assistant")
-      throw invalid_request("'" + at + ".role' is '" + name + "': must be system, user or assistant", at + ".role");
+    if (name != "system" && name != "developer" && name != "user" && name != "assistant")
+      throw invalid_request("'" + at + ".role' is '" + name + "': must be system, developer, user or assistant",
+                            at + ".role");
     const Json* content = field(m, "content");
-    if (content == nullptr || !content->is_string())
-      throw invalid_request("'" + at + ".content' must be a string", at + ".content");
-    r.messages.push_back({name, content->get<std::string>()});
+    std::string text;
+    if (content != nullptr && content->is_string()) {
+      text = content->get<std::string>();
+    } else if (content != nullptr && content->is_array()) {  // content parts: text ones only
+      for (size_t j = 0; j < content->size(); ++j) {
+        const Json& part = (*content)[j];
+        const std::string part_at = at + ".content[" + std::to_string(j) + "]";
+        const Json* type = part.is_object() ? field(part, "type") : nullptr;
+        if (type == nullptr || !type->is_string() || type->get<std::string>() != "text")
+          throw invalid_request("'" + part_at + "': only parts of type 'text' are supported", part_at);
+        const Json* part_text = field(part, "text");
+        if (part_text == nullptr || !part_text->is_string())
+          throw invalid_request("'" + part_at + ".text' must be a string", part_at + ".text");
+        text += part_text->get<std::string>();
+      }
+    } else {
+      throw invalid_request("'" + at + ".content' must be a string or an array of text parts", at + ".content");
+    }
+    // "developer" is the API's newer name for the system role (the chat template knows "system").
+    r.messages.push_back({name == "developer" ? "system" : name, std::move(text)});
   }
   return r;
 }
@@ -166,6 +194,12 @@ GenerationRequest parse_completion_request(const std::string& text) {
   }
   if (!prompt->is_array() || prompt->empty())
     throw invalid_request("'prompt' must be a string or a non-empty array of token ids", "prompt");
+  if (prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+    // One prompt in a batch of one: ["text"] or [[ids]].
+    Json one = body;
+    one["prompt"] = (*prompt)[0];
+    return parse_completion_request(one.dump());
+  }
   std::vector<int32_t> ids;
   for (const Json& id : *prompt) {
     if (id.is_string() || id.is_array())

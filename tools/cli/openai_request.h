@@ -6,14 +6,17 @@
 /// as HTTP 400 with OpenAI's error object. Unknown fields are ignored, as vLLM does.
 ///
 /// Fields: model (a string, required); messages (chat: a non-empty array of {role, content},
-/// role system / user / assistant, content a string) or prompt (completions: a string, or one
-/// prompt as an array of token ids); max_completion_tokens or max_tokens (an integer ≥ 1; the
+/// role system / developer (read as system) / user / assistant, content a string or an array of
+/// {type: "text", text} parts) or prompt (completions: a string, one prompt as an array of token
+/// ids, or a batch of one of those); max_completion_tokens or max_tokens (an integer ≥ 1; the
 /// first wins when both are given); temperature (a number ≥ 0, default 1 as in the API; 0 is
 /// greedy); top_p (a number in (0, 1], default 1); seed (an integer); stream (a boolean);
 /// stream_options.include_usage (a boolean, only with stream); n (1 only); stop (a string or an
 /// array of up to 4, each non-empty: tokenizer::StopStringMatcher's rule); ignore_eos (a boolean,
 /// vLLM's extension: generate max_tokens tokens even past the end-of-text token — what a load
-/// generator needs for exact lengths). A null field is the same as an absent one.
+/// generator needs for exact lengths). A null field is the same as an absent one. Fields the
+/// server does not implement (echo, logprobs, top_logprobs, the penalties, logit_bias, best_of,
+/// suffix, tools, response_format) are refused with 400 unless neutral (false, 0, best_of 1).
 
 #include <cstdint>
 #include <optional>

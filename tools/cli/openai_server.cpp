@@ -12,6 +12,7 @@
 
 #include "runtime/tokenizer/detokenizer.h"
 #include "runtime/tokenizer/stop_strings.h"
+#include "runtime/engine/trace.h"
 #include "tools/cli/sse.h"
 
 namespace inferlab::cli {
@@ -324,18 +325,30 @@ void OpenAiServer::install(httplib::Server& server) {
                    {"submitted", s.submitted},
                    {"finished", s.finished},
                    {"aborted", s.aborted},
-                   {"rejected", s.rejected}});
+                   {"rejected", s.rejected},
+                   {"config", engine::config_json(engine_.config())},
+                   {"server",
+                    {{"max_waiting", model_.max_waiting},
+                     {"max_body_bytes", model_.max_body_bytes},
+                     {"default_max_tokens", model_.default_max_tokens}}}});
   });
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
     response.set_content(metrics_.render(engine_.stats()), kPrometheusContentType);
   });
-  server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& response) {
-    const Json model{{"id", model_.name},
-                     {"object", "model"},
-                     {"created", 0},
-                     {"owned_by", "inferlab"},
-                     {"max_model_len", model_.max_seq_len}};
+  const Json model{{"id", model_.name},
+                   {"object", "model"},
+                   {"created", 0},
+                   {"owned_by", "inferlab"},
+                   {"max_model_len", model_.max_seq_len}};
+  server.Get("/v1/models", [model](const httplib::Request&, httplib::Response& response) {
     send_json(response, 200, Json{{"object", "list"}, {"data", Json::array({model})}});
+  });
+  server.Get(R"(/v1/models/(.+))", [this, model](const httplib::Request& request, httplib::Response& response) {
+    if (request.matches[1] != model_.name)
+      return send_error(response, ApiError(404, "the model '" + std::string(request.matches[1]) +
+                                                    "' does not exist: this server serves '" + model_.name + "'",
+                                           "model", "not_found_error", "model_not_found"));
+    send_json(response, 200, model);
   });
   server.Post("/v1/chat/completions", [this](const httplib::Request& request, httplib::Response& response) {
     generate(Endpoint::chat, request, response);
