@@ -437,6 +437,33 @@ class IntegrityTests(unittest.TestCase):
         self.assertTrue(grade.blames_student(["tests/08-real-model/test_ch08_student"], "08"))
         self.assertFalse(grade.blames_student(["tests/08-real-model/CMakeFiles/test_ch08_gguf.dir/a.cpp.o"], "08"))
 
+    def test_chapter_09_is_graded_and_its_contract_alone_is_offered(self):
+        # exercises/09-serving/ is a chapter the grader finds; its contract headers may be included,
+        # the server's stop strings, histogram and admission control it is graded against may not.
+        from grading import integrity
+        self.assertIn(("09", "serving"), [(c.number, c.slug) for c in grade.discover_chapters()])
+        root = integrity.ROOT
+        student, build = root / "solutions", root / "build" / "x"
+        for header in (root / "exercises" / "09-serving" / "ch09.h", root / "exercises" / "09-serving" / "predictions.h",
+                       root / "common" / "check.h"):
+            self.assertIsNone(integrity.include_problem(header, student, build), header)
+        for header in (root / "runtime" / "tokenizer" / "stop_strings.h", root / "tools" / "cli" / "prometheus.h",
+                       root / "tools" / "cli" / "admission.h", root / "tests" / "09-serving" / "student_check.h",
+                       root / "exercises" / "09-serving" / "admission.cpp"):
+            self.assertIsNotNone(integrity.include_problem(header, student, build), header)
+        self.assertTrue(grade.blames_student(["exercises/CMakeFiles/student_ch09.dir/09-serving/admission.cpp.o"], "09"))
+        self.assertTrue(grade.blames_student(["tests/09-serving/test_ch09_student"], "09"))
+        self.assertFalse(grade.blames_student(["tests/09-serving/CMakeFiles/inferlab_ch09_reference.dir/a.cpp.o"], "09"))
+
+    def test_a_graded_program_declared_in_an_included_cmake_file_is_found(self):
+        # Chapters 08 and 09 declare test_chNN_student in student.cmake (included by CMakeLists.txt):
+        # a student tree without the chapter's sources is then "missing", not "no graded tests".
+        self.assertTrue(grade.declares_graded_test("08-real-model", "test_ch08_student"))
+        self.assertTrue(grade.declares_graded_test("09-serving", "test_ch09_student"))
+        self.assertTrue(grade.declares_graded_test("01-naive-cpu-attention", "test_ch01_student"))
+        self.assertFalse(grade.declares_graded_test("09-serving", "test_ch10_student"))
+        self.assertFalse(grade.declares_graded_test("99-no-such-chapter", "test_ch99_student"))
+
     def test_the_instrumentation_constructor_is_the_only_startup_code_allowed(self):
         # The sim build compiles student kernels with -fsanitize=thread's calls, whose constructor
         # only jumps to __tsan_init; a student's own constructor (any priority) is still refused.

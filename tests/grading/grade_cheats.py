@@ -39,6 +39,7 @@ EXPECTED = {
     "host-loop": ("05", "tests"),            # no kernel launched
     "sandbox-escape": ("07", "tests"),       # open/kill/fork/exec all fail, the exit fails the call
     "quant-reference": ("08", "inspection"),  # 8.1 by the lab's dequantizer, declared by hand
+    "admission-reference": ("09", "inspection"),  # 9.3's Retry-After by the server's, declared by hand
     # a kernel for show, the host reading device memory: the emulator's host-access report
     "kernel-for-show": ("02", "tests", "simt: memcheck: host code read device memory allocated at softmax_rows.cu:"),
 }

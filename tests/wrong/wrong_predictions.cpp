@@ -6,7 +6,8 @@
 // shows, forgetting the ×2 for K and V, GQA ignored, the wrong roof, the KV of one token for all
 // of them, the weights read per sequence, a whole step for half of one, no rounding up; for a real
 // model's file: the tied output head forgotten or counted twice, the codes without their block's
-// scale and minimum, Q4_0's block for Q4_1.
+// scale and minimum, Q4_0's block for Q4_1; for a server: the KV of one sequence, the batch
+// forgotten (tokens/s for requests/s), the queue or the TTFT forgotten, λ / W for λ · W.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@
 #include "tests/06-paged-attention/predictions_check.h"
 #include "tests/07-continuous-batching/predictions_check.h"
 #include "tests/08-real-model/predictions_check.h"
+#include "tests/09-serving/predictions_check.h"
 
 namespace inferlab {
 namespace {
@@ -482,6 +484,85 @@ TEST(WrongPredictionsCh08, RatioWithOneTokensKv) {
                     return ch08_weight_bytes(m, w, h) / ch08_kv_token(m, e);
                   }),
                   "the KV of one token instead of the whole context");
+}
+
+
+// ---- chapter 09 ----
+
+double ch09_tpot(double w, double kv, int64_t b, int64_t L, double gbs) {
+  return (w + double(b) * double(L) * kv) / (gbs * 1e9);
+}
+
+TEST(WrongPredictionsCh09, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch09::check_tpot_seconds(ch09_tpot));
+  EXPECT_TRUE(testing::ch09::check_saturation_rate(
+      [](double t, int64_t b, int64_t n) { return double(b) / (double(n) * t); }));
+  EXPECT_TRUE(testing::ch09::check_ttft_seconds(
+      [](int64_t ahead, double rate, int64_t p, double prefill) { return double(ahead) / rate + double(p) / prefill; }));
+  EXPECT_TRUE(testing::ch09::check_requests_in_flight(
+      [](double rate, double ttft, double tpot, int64_t n) { return rate * (ttft + double(n - 1) * tpot); }));
+}
+
+TEST(WrongPredictionsCh09, TpotWithOneSequencesKv) {
+  expect_rejected(testing::ch09::check_tpot_seconds([](double w, double kv, int64_t, int64_t L, double gbs) {
+                    return ch09_tpot(w, kv, 1, L, gbs);
+                  }),
+                  "the KV cache of one sequence");
+}
+
+TEST(WrongPredictionsCh09, TpotWithTheWeightsPerSequence) {
+  expect_rejected(testing::ch09::check_tpot_seconds([](double w, double kv, int64_t b, int64_t L, double gbs) {
+                    return ch09_tpot(double(b) * w, kv, b, L, gbs);
+                  }),
+                  "the weights read once per sequence");
+}
+
+TEST(WrongPredictionsCh09, TpotInGiBPerSecond) {
+  expect_rejected(testing::ch09::check_tpot_seconds([](double w, double kv, int64_t b, int64_t L, double gbs) {
+                    return (w + double(b) * double(L) * kv) / (gbs * 1073741824.0);
+                  }),
+                  "GiB/s for GB/s");
+}
+
+TEST(WrongPredictionsCh09, SaturationInTokensPerSecond) {
+  expect_rejected(testing::ch09::check_saturation_rate([](double t, int64_t b, int64_t) { return double(b) / t; }),
+                  "tokens/s instead of requests/s");
+}
+
+TEST(WrongPredictionsCh09, SaturationWithoutTheBatch) {
+  expect_rejected(testing::ch09::check_saturation_rate([](double t, int64_t, int64_t n) { return 1.0 / (double(n) * t); }),
+                  "one request at a time");
+}
+
+TEST(WrongPredictionsCh09, TtftWithoutTheQueue) {
+  expect_rejected(testing::ch09::check_ttft_seconds(
+                      [](int64_t, double, int64_t p, double prefill) { return double(p) / prefill; }),
+                  "the prefill alone");
+}
+
+TEST(WrongPredictionsCh09, TtftWithoutThePrefill) {
+  expect_rejected(testing::ch09::check_ttft_seconds(
+                      [](int64_t ahead, double rate, int64_t, double) { return double(ahead) / rate; }),
+                  "the queue alone");
+}
+
+TEST(WrongPredictionsCh09, LittlesLawWithoutTheTtft) {
+  expect_rejected(testing::ch09::check_requests_in_flight(
+                      [](double rate, double, double tpot, int64_t n) { return rate * double(n - 1) * tpot; }),
+                  "W without the TTFT");
+}
+
+TEST(WrongPredictionsCh09, LittlesLawWithNTpots) {
+  expect_rejected(testing::ch09::check_requests_in_flight(
+                      [](double rate, double ttft, double tpot, int64_t n) { return rate * (ttft + double(n) * tpot); }),
+                  "n TPOTs after the first token");
+}
+
+TEST(WrongPredictionsCh09, LittlesLawUpsideDown) {
+  expect_rejected(testing::ch09::check_requests_in_flight([](double rate, double ttft, double tpot, int64_t n) {
+                    return rate / (ttft + double(n - 1) * tpot);
+                  }),
+                  "λ / W instead of λ · W");
 }
 
 }  // namespace

@@ -34,6 +34,15 @@ def discover_chapters() -> list[Chapter]:
     return chapters
 
 
+def declares_graded_test(title: str, test: str) -> bool:
+    """Whether tests/<title>/ declares the graded program @p test (in its CMakeLists.txt or a .cmake
+    file it includes, as chapter 08's and 09's student.cmake), so that a chapter without it is
+    missing student sources rather than graded tests."""
+    folder = ROOT / "tests" / title
+    files = [folder / "CMakeLists.txt", *sorted(folder.glob("*.cmake"))] if folder.is_dir() else []
+    return any(f.is_file() and test in f.read_text(errors="replace") for f in files)
+
+
 def ninja_targets(build: Path) -> set[str]:
     r = subprocess.run(["ninja", "-C", str(build), "-t", "targets", "all"], capture_output=True, text=True)
     if r.returncode != 0:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import integrity
-from .build import (blames_student, build_target, discover_chapters, failed_outputs, find_binary, first_errors,
-                    ninja_targets, resolve_student)
+from .build import (blames_student, build_target, declares_graded_test, discover_chapters, failed_outputs, find_binary,
+                    first_errors, ninja_targets, resolve_student)
 from .contain import kill_all_live, limit_children, run_contained
 from .gtest import classify, parse_gtest_list, parse_gtest_xml
 from .model import (FORBIDDEN, GRADED, LAB_BROKEN, MISSING, NO_COMPILE, NO_LINK, NO_LIST, NO_TESTS, PASSED, ROOT,
@@ -141,9 +141,7 @@ def build_chapter(run: GradeRun, ch: Chapter, targets: set[str]) -> None:
         lib = f"{lib}_sim"
     if test not in targets or lib not in targets:
         # The graded test exists only when the student library does (tests/NN-slug/).
-        tests_cmake = ROOT / "tests" / ch.title / "CMakeLists.txt"
-        has_tests = tests_cmake.is_file() and test in tests_cmake.read_text(errors="replace")
-        ch.status = MISSING if has_tests else NO_TESTS
+        ch.status = MISSING if declares_graded_test(ch.title, test) else NO_TESTS
         say(f"== {ch.key}: {chapter_note(ch)}"
             + (f" (no .cpp or .cu in {run.student_dir / ch.title})" if ch.status == MISSING else ""))
         return
