@@ -10,10 +10,14 @@
       (cut at 256 prompt / 64 output tokens), TPOT and ITL median and p99, goodput under
       TPOT ≤ 100 ms; the rate where TPOT leaves that SLO predicted first from chapter 08's
       measured step costs (docs/plots/ch08-bench.json), then measured;
-  (d) the same sweep with chunked prefill off: whole prompts in one step.
+  (d) the same sweep with chunked prefill off: whole prompts in one step;
+  (e) overhead again with the engine on one core (OMP_NUM_THREADS=1 for the server and the
+      offline run alike), so that the load generator and the HTTP threads have the other core:
+      what serving itself adds, without the client competing for the engine's cores.
 
     build/venv/bin/python chapters/09-serving/serving_study.py            # ~6 minutes, 2 cores
     build/venv/bin/python chapters/09-serving/serving_study.py --quick    # a smoke run (~1 minute)
+    build/venv/bin/python chapters/09-serving/serving_study.py --only one-thread   # (e) alone, into the JSON
 
 Everything goes through ./inferlab bench serve (tools/bench_serve.py), which starts and stops the
 server for each run; figures are medians as bench serve reports them. Run it on an idle machine:
@@ -49,12 +53,12 @@ LOW_LOAD = "--max-seqs 16 --num-blocks 512 --max-seq-len 1024 --budget 512 --chu
 LENGTHS = ["--lengths", "sharegpt", "--max-prompt", "256", "--max-output", "64"]
 
 
-def bench(args, out_json):
-    """Runs bench serve with @p args; returns its JSON and the CPU seconds it and the server used."""
+def bench(args, out_json, env=None):
+    """Runs bench serve with @p args (and @p env); returns its JSON and the CPU seconds it and the server used."""
     command = [sys.executable, str(BENCH), "--start-server", *args, "--out", str(out_json)]
     print("$ " + " ".join(command[1:]), flush=True)
     before = os.times()
-    run = subprocess.run(command, text=True, capture_output=True)
+    run = subprocess.run(command, text=True, capture_output=True, env=env)
     after = os.times()
     if run.returncode != 0:
         sys.exit(f"serving_study: bench serve failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
@@ -127,15 +131,50 @@ def predict(costs, mean_prompt, mean_output, max_seqs, rates):
             "mean_prompt": mean_prompt, "mean_output": mean_output, "max_seqs": max_seqs}
 
 
+def one_thread_env():
+    """The environment of (e): the engine's OpenMP team of one thread, for the server and the offline run."""
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def overhead_runs(tmp, repeats, per_rate, env):
+    """(a) or (e): the same requests through the server and offline, @p repeats times; the median ratio."""
+    runs = []
+    tag = "one-thread" if env else "default"
+    for i in range(repeats):
+        data, cpu = bench(["--engine-args", CHUNKED, "--rate", "inf", "--num-requests", str(per_rate),
+                           *LENGTHS, "--seed", str(100 + i), "--offline-compare"], tmp / f"overhead-{tag}{i}.json", env)
+        off = data["offline"]
+        runs.append({"server_tok_s": off["server_output_throughput"],
+                     "offline_tok_s": off["offline_output_throughput"], "ratio": off["ratio"],
+                     "output_tokens": off["server_output_tokens"], "cpu_s_all_processes": cpu,
+                     "duration_s": data["duration"], "median_ttft_ms": data["median_ttft_ms"],
+                     "median_tpot_ms": data["median_tpot_ms"]})
+    ratios = sorted(o["ratio"] for o in runs)
+    return {"runs": runs, "median_ratio": ratios[len(ratios) // 2], "requests": per_rate, "rate": "inf",
+            "omp_num_threads": env["OMP_NUM_THREADS"] if env else None}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests and rates (a smoke run)")
+    parser.add_argument("--only", choices=["one-thread"],
+                        help="run (e) alone and write it into the existing --out JSON (the rest kept)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "plots" / "ch09-serving.json"))
     args = parser.parse_args()
     quick = args.quick
     rates = [1, 2] if quick else [0.5, 1, 1.5, 2, 3, 4]
     per_rate = 8 if quick else 32
     repeats = 1 if quick else 3
+    if args.only == "one-thread":
+        study = json.loads(Path(args.out).read_text())
+        with tempfile.TemporaryDirectory(prefix="ch09-study-") as tmp:
+            study["overhead_engine_one_thread"] = overhead_runs(Path(tmp), repeats, per_rate, one_thread_env())
+        study["overhead_engine_one_thread"]["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True, capture_output=True).stdout.strip()
+        Path(args.out).write_text(json.dumps(study, indent=1) + "\n")
+        print(f"serving_study: wrote (e) into {args.out}")
+        print_tables(study)
+        return
     study = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                          "load_average_before": os.getloadavg()[0]},
              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
@@ -145,19 +184,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ch09-study-") as tmp:
         tmp = Path(tmp)
         # (a) overhead
-        overhead = []
-        for i in range(repeats):
-            data, cpu = bench(["--engine-args", CHUNKED, "--rate", "inf", "--num-requests", str(per_rate),
-                               *LENGTHS, "--seed", str(100 + i), "--offline-compare"], tmp / f"overhead{i}.json")
-            off = data["offline"]
-            overhead.append({"server_tok_s": off["server_output_throughput"],
-                             "offline_tok_s": off["offline_output_throughput"], "ratio": off["ratio"],
-                             "output_tokens": off["server_output_tokens"], "cpu_s_all_processes": cpu,
-                             "duration_s": data["duration"], "median_ttft_ms": data["median_ttft_ms"],
-                             "median_tpot_ms": data["median_tpot_ms"]})
-        ratios = sorted(o["ratio"] for o in overhead)
-        study["overhead"] = {"runs": overhead, "median_ratio": ratios[len(ratios) // 2],
-                             "requests": per_rate, "rate": "inf"}
+        study["overhead"] = overhead_runs(tmp, repeats, per_rate, None)
+        # (e) overhead with the engine on one core
+        study["overhead_engine_one_thread"] = overhead_runs(tmp, repeats, per_rate, one_thread_env())
 
         # (b) TTFT at low load: 512-token prompts 2.5 s apart, 8 tokens each.
         trace = tmp / "lowload.jsonl"
@@ -211,6 +240,12 @@ def print_tables(study):
         print(f"  server {r['server_tok_s']:.1f} tok/s, offline {r['offline_tok_s']:.1f} tok/s, ratio {r['ratio']:.3f}, "
               f"CPU (load generator + server + offline run) {r['cpu_s_all_processes']:.1f} s")
     print(f"  median ratio {o['median_ratio']:.3f}")
+    e = study.get("overhead_engine_one_thread")
+    if e:
+        print("\n(e) the same with the engine on one core (OMP_NUM_THREADS=1, server and offline alike):")
+        for r in e["runs"]:
+            print(f"  server {r['server_tok_s']:.1f} tok/s, offline {r['offline_tok_s']:.1f} tok/s, ratio {r['ratio']:.3f}")
+        print(f"  median ratio {e['median_ratio']:.3f}")
     t = study["low_load_ttft"]
     print(f"\n(b) TTFT at low load (512-token prompts): server median {t['server_median_ttft_ms']:.0f} ms, "
           f"offline (the prefill) {t['offline_median_ttft_ms']:.0f} ms")
