@@ -78,6 +78,13 @@ else()
   list(APPEND _inferlab_missing libcpp-httplib-dev)
 endif()
 
+# MPI: chapter 10's ranks (runtime/parallel/mpi_communicator.cpp; `inferlab generate --tp N` starts
+# them with mpirun). Open MPI from Debian; MPICH beside it would give two mpirun.
+find_package(MPI QUIET COMPONENTS CXX)
+if(NOT MPI_CXX_FOUND OR NOT MPIEXEC_EXECUTABLE)
+  list(APPEND _inferlab_missing openmpi-bin libopenmpi-dev)
+endif()
+
 if(INFERLAB_DOCS)
   find_package(Doxygen QUIET COMPONENTS dot)
   if(NOT DOXYGEN_FOUND)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -127,6 +128,58 @@ Weight Weight::view(WeightFormat format, int64_t out, int64_t in, std::span<cons
     if (want > 0) std::memcpy(w.bits16_.data(), bytes.data(), size_t(want));
   }
   return w;
+}
+
+std::span<const uint8_t> Weight::stored_bytes() const {
+  if (is_block_format(format_)) return blocks_;
+  const size_t n = size_t(bytes());
+  if (format_ == WeightFormat::f32) return {reinterpret_cast<const uint8_t*>(f32_.data()), n};
+  return {reinterpret_cast<const uint8_t*>(bits16_.data()), n};
+}
+
+namespace {
+
+// A weight of @p format over @p bytes that it owns (Weight::view keeps them alive).
+Weight owning_view(WeightFormat format, int64_t out, int64_t in, std::vector<uint8_t> bytes) {
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  return Weight::view(format, out, in, *owned, owned);
+}
+
+}  // namespace
+
+Weight Weight::take_rows(std::span<const std::pair<int64_t, int64_t>> row_ranges) const {
+  const int64_t rb = row_bytes();
+  int64_t out = 0;
+  for (const auto& [begin, end] : row_ranges) {
+    require(begin >= 0 && begin <= end && end <= out_, "row range",
+            "[" + std::to_string(begin) + ", " + std::to_string(end) + ")",
+            "must lie in [0, out_features = " + std::to_string(out_) + ")");
+    out += end - begin;
+  }
+  std::vector<uint8_t> bytes(size_t(out * rb));
+  const std::span<const uint8_t> from = stored_bytes();
+  size_t at = 0;
+  for (const auto& [begin, end] : row_ranges) {
+    std::memcpy(bytes.data() + at, from.data() + begin * rb, size_t((end - begin) * rb));
+    at += size_t((end - begin) * rb);
+  }
+  return owning_view(format_, out, in_, std::move(bytes));
+}
+
+Weight Weight::take_columns(int64_t begin, int64_t end) const {
+  require(begin >= 0 && begin <= in_, "begin", begin, "must lie in [0, in_features = " + std::to_string(in_) + "]");
+  require(end >= begin && end <= in_, "end", end,
+          "must lie in [begin = " + std::to_string(begin) + ", in_features = " + std::to_string(in_) + "]");
+  const int64_t block = quant::block_values(ggml_type(format_));  // 32 for a block format, else 1
+  require(begin % block == 0, "begin", begin, "must be a multiple of 32: a " + std::string(to_string(format_)) + " block is cut whole");
+  require(end % block == 0, "end", end, "must be a multiple of 32: a " + std::string(to_string(format_)) + " block is cut whole");
+  const int64_t rb = row_bytes(), skip = weight_row_bytes(format_, begin);
+  const int64_t width = weight_row_bytes(format_, end) - skip;
+  std::vector<uint8_t> bytes(size_t(out_ * width));
+  const std::span<const uint8_t> from = stored_bytes();
+  for (int64_t r = 0; r < out_; ++r)
+    std::memcpy(bytes.data() + r * width, from.data() + r * rb + skip, size_t(width));
+  return owning_view(format_, out_, end - begin, std::move(bytes));
 }
 
 const Tensor<float>& Weight::f32() const {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "common/tensor.h"
 #include "kernels/quant/block_formats.h"
@@ -117,6 +118,20 @@ class Weight {
   /// lookup, as the token embedding is read (one row per token). Throws std::invalid_argument when
   /// @p row is outside [0, out_features) or @p out has another size.
   void row_to_f32(int64_t row, std::span<float> out) const;
+  /// The stored bytes, row after row (rows of row_bytes(), little-endian): the fp32 or 16-bit
+  /// storage seen as bytes, or the blocks.
+  std::span<const uint8_t> stored_bytes() const;
+
+  /// The rows [begin, end) of each of @p row_ranges, one range after another, as a new weight in
+  /// the same format (a shard of the output features: chapter 10's column-parallel split). The
+  /// rows are copied into storage of the new weight's own. Throws std::invalid_argument for a
+  /// range outside [0, out_features) or with begin > end, naming it.
+  Weight take_rows(std::span<const std::pair<int64_t, int64_t>> row_ranges) const;
+  /// The columns [@p begin, @p end) of every row, as a new weight in the same format (a shard of
+  /// the input features: chapter 10's row-parallel split), copied. A block format is cut between
+  /// blocks only: @p begin and @p end must be multiples of 32. Throws std::invalid_argument
+  /// naming the bad bound.
+  Weight take_columns(int64_t begin, int64_t end) const;
 
  private:
   WeightFormat format_ = WeightFormat::f32;

@@ -25,6 +25,7 @@
 #include "common/config.h"
 #include "kernels/layers/layers.h"
 #include "kernels/paged/prefill_with_cache.h"
+#include "runtime/parallel/communicator.h"
 
 namespace inferlab::model {
 
@@ -35,9 +36,20 @@ void check_kv_format(const KvFormat& kv_format) {
           "int8/fp16-scales), fp8, fp16 or fp32");
 }
 
-LlamaModel::LlamaModel(LlamaWeights weights) : weights_(std::move(weights)) {
+LlamaModel::LlamaModel(LlamaWeights weights, parallel::Communicator* comm) : weights_(std::move(weights)), comm_(comm) {
   const LlamaConfig& c = weights_.config;
   weights_.validate();
+  const TensorShard& t = weights_.shard;
+  if (!t.split()) {
+    require(comm == nullptr || comm->size() == 1, "comm", comm ? comm->size() : 0,
+            "the whole model runs on one rank: pass no communicator, or one of size 1");
+  } else {
+    require(comm != nullptr, "comm", "nullptr",
+            "weights split over " + std::to_string(t.ranks) + " ranks need the ranks' communicator");
+    require(comm->size() == t.ranks && comm->rank() == t.rank, "comm",
+            "rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->size()),
+            "must be the shard's rank " + std::to_string(t.rank) + " of " + std::to_string(t.ranks));
+  }
   rope_ = rope_table(c.max_seq_len, c.head_dim(), c.rope_theta);
 }
 
@@ -101,8 +113,16 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
 
   Tensor<float> x({T, dim}), xn({T, dim}), qkv({T, qkv_width}), q({T, H, d}), k({T, G, d}), v({T, G, d});
   Tensor<float> att({T, H, d}), proj({T, dim}), gate_up({T, 2 * c.hidden_dim}), hidden({T, c.hidden_dim});
-  for (int64_t t = 0; t < T; ++t)
-    weights_.embedding.row_to_f32(plan.token_ids[size_t(t)], std::span(x.data() + t * dim, size_t(dim)));
+  // The embedding: one row per token; split, each rank holds the rows of its ids only, and the
+  // sum over the ranks is the row (every other rank adds zeros).
+  const TensorShard& shard = weights_.shard;
+  const int64_t vocab_rows = shard.rows(c.vocab_size);
+  x.fill(0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t row = plan.token_ids[size_t(t)] - shard.vocab_begin;
+    if (row >= 0 && row < vocab_rows) weights_.embedding.row_to_f32(row, std::span(x.data() + t * dim, size_t(dim)));
+  }
+  if (shard.split()) comm_->all_reduce_sum(std::span(x.data(), size_t(T * dim)));
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LlamaLayerWeights& w = weights_.layers[size_t(l)];
@@ -121,13 +141,13 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
     prefill_with_cache_cpu(q, chunk_lengths, cache, l, att);
     att.reshape({T, q_dim});  // the heads side by side: the output projection's input rows
     linear_cpu(att, w.wo, proj);
-    for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
+    add_reduced(x, proj);  // split: each rank's heads' share of the projection, summed
 
     rms_norm_cpu(x, w.ffn_norm, c.norm_eps, xn);
     linear_cpu(xn, w.w13, gate_up);
     swiglu_cpu(gate_up, hidden);
     linear_cpu(hidden, w.w2, proj);
-    for (int64_t i = 0; i < T * dim; ++i) x[i] += proj[i];
+    add_reduced(x, proj);  // split: each rank's hidden columns' share, summed
   }
 
   const int64_t n = int64_t(plan.logits_indices.size());
@@ -135,8 +155,29 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(x.data() + plan.logits_indices[size_t(i)] * dim, dim, last.data() + i * dim);
   rms_norm_cpu(last, weights_.final_norm, c.norm_eps, last_norm);
-  linear_cpu(last_norm, weights_.output_head(), logits);
+  if (!shard.split()) {
+    linear_cpu(last_norm, weights_.output_head(), logits);
+    return logits;
+  }
+  // Split: this rank's vocabulary columns, padded to the stride so that every rank sends as
+  // many, gathered ([rank][n][stride]) and laid side by side.
+  const int64_t stride = shard.vocab_stride, ranks = shard.ranks;
+  Tensor<float> mine({n, vocab_rows}), padded({n, stride}), all({ranks, n, stride});
+  linear_cpu(last_norm, weights_.output_head(), mine);
+  padded.fill(0.0f);
+  for (int64_t i = 0; i < n; ++i) std::copy_n(mine.data() + i * vocab_rows, vocab_rows, padded.data() + i * stride);
+  comm_->all_gather(std::span<const float>(padded.data(), size_t(n * stride)), std::span(all.data(), all.size()));
+  for (int64_t r = 0; r < ranks; ++r) {
+    const int64_t begin = r * stride, count = std::min(stride, c.vocab_size - begin);
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(all.data() + (r * n + i) * stride, count, logits.data() + i * c.vocab_size + begin);
+  }
   return logits;
+}
+
+void LlamaModel::add_reduced(Tensor<float>& x, Tensor<float>& partial) const {
+  if (weights_.shard.split()) comm_->all_reduce_sum(std::span(partial.data(), partial.size()));
+  for (int64_t i = 0; i < x.size(); ++i) x[i] += partial[i];
 }
 
 Cost LlamaModel::step_cost(const StepPlan& plan) const {

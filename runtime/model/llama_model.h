@@ -30,6 +30,10 @@
 #include "runtime/model/llama_weights.h"
 #include "runtime/model/step_plan.h"
 
+namespace inferlab::parallel {
+class Communicator;
+}
+
 namespace inferlab::model {
 
 /// Checks that the forward can run over a KV cache of @p kv_format: every format but INT8 with
@@ -47,13 +51,20 @@ void check_kv_format(const KvFormat& kv_format);
 /// The model: weights plus the RoPE table, and the forward.
 class LlamaModel {
  public:
-  /// Takes the weights (their config is validated).
-  explicit LlamaModel(LlamaWeights weights);
+  /// Takes the weights (their config is validated). Weights that are one rank's shard of a
+  /// split model (weights.shard.split(): runtime/parallel/tensor_parallel.h) need @p comm, the
+  /// communicator of the ranks holding the other shards, whose rank and size must be the
+  /// shard's; the whole model needs none. Throws std::invalid_argument naming "comm" otherwise.
+  explicit LlamaModel(LlamaWeights weights, parallel::Communicator* comm = nullptr);
 
   /// The model's shape.
   const LlamaConfig& config() const { return weights_.config; }
   /// The weights.
   const LlamaWeights& weights() const { return weights_; }
+  /// The part of the model this is (TensorShard: the whole model unless split over ranks).
+  const TensorShard& shard() const { return weights_.shard; }
+  /// The ranks' communicator of a split model; nullptr for the whole model.
+  parallel::Communicator* communicator() const { return comm_; }
 
   /// The KV cache shape for @p batch sequences of up to @p max_seq_len tokens (≤ the model's).
   KvCacheShape kv_shape(int64_t batch, int64_t max_seq_len) const;
@@ -72,6 +83,16 @@ class LlamaModel {
   /// token's logits are bit-identical whatever else is in the batch — for every cache format it
   /// accepts (fp32, fp16, INT8 per-token, FP8). The sim and cuda backends
   /// run plans through the resident model runner instead (model_runner.h).
+  ///
+  /// A shard of a split model (Megatron's tensor parallelism, chapter 10) runs the same steps
+  /// on its own heads, hidden columns and vocabulary rows, and every rank calls forward() with
+  /// the same plan: the embedding looks up only the ids of its rows (zeros for the others) and
+  /// is summed over the ranks; the attention output and the down projection — row-parallel:
+  /// each rank holds a slice of their input columns — are summed over the ranks before the
+  /// residual add (two all-reduces a layer); the output head gives each rank its vocabulary's
+  /// logits, gathered so that every rank returns the whole [logits_indices.size(), vocab_size].
+  /// The sums of the split layers are taken in another order than one rank's: the logits equal
+  /// the whole model's to fp32 rounding, not bit for bit.
   Tensor<float> forward(const StepPlan& plan, KvCache& cache) const;
 
   /// FLOPs and bytes of one forward over @p plan (without running it): every layer's weight
@@ -93,8 +114,12 @@ class LlamaModel {
   const std::vector<float>& rope_cos_sin() const { return rope_; }
 
  private:
+  // x[T, dim] += what every rank's @p partial sums to (the partial itself when not split).
+  void add_reduced(Tensor<float>& x, Tensor<float>& partial) const;
+
   LlamaWeights weights_;
-  std::vector<float> rope_;  // [max_seq_len][head_dim / 2][cos, sin]
+  parallel::Communicator* comm_ = nullptr;  // a split model's ranks; nullptr when whole
+  std::vector<float> rope_;                 // [max_seq_len][head_dim / 2][cos, sin]
 };
 
 }  // namespace inferlab::model

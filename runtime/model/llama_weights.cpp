@@ -235,7 +235,15 @@ int64_t LlamaWeights::bytes() const {
 void LlamaWeights::validate() const {
   const LlamaConfig& c = config;
   c.validate();
-  require_shape(embedding, {c.vocab_size, c.dim}, "embedding");
+  const TensorShard& t = shard;
+  require(t.ranks >= 1 && t.rank >= 0 && t.rank < t.ranks, "shard.rank", t.rank,
+          "must be in [0, ranks = " + std::to_string(t.ranks) + ")");
+  require(t.vocab_begin >= 0 && t.vocab_rows >= 0 && t.vocab_begin + t.rows(c.vocab_size) <= c.vocab_size,
+          "shard.vocab_begin", t.vocab_begin,
+          "with " + std::to_string(t.rows(c.vocab_size)) + " rows must lie in [0, vocab_size = " +
+              std::to_string(c.vocab_size) + ")");
+  const int64_t vocab_rows = t.rows(c.vocab_size);
+  require_shape(embedding, {vocab_rows, c.dim}, "embedding");
   require(int64_t(layers.size()) == c.n_layers, "layers.size()", layers.size(),
           "must be n_layers = " + std::to_string(c.n_layers));
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -252,7 +260,7 @@ void LlamaWeights::validate() const {
   if (c.shared_classifier)
     require(classifier.empty(), "classifier.shape", to_string(classifier.shape()), "must be empty: the head is tied");
   else
-    require_shape(classifier, {c.vocab_size, c.dim}, "classifier");
+    require_shape(classifier, {vocab_rows, c.dim}, "classifier");
 }
 
 LlamaWeights convert_weights(LlamaWeights w, WeightFormat format) {

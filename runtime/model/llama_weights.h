@@ -31,10 +31,29 @@ struct LlamaLayerWeights {
   Weight w2;                          ///< [dim, hidden] down projection
 };
 
+/// Which part of a model split over ranks by tensor parallelism (chapter 10,
+/// runtime/parallel/tensor_parallel.h) a LlamaWeights holds: rank @ref rank of @ref ranks. Its
+/// config is then the rank's own (its query and KV heads, its share of the SwiGLU hidden width;
+/// dim and vocab_size stay the model's), and its embedding (and untied classifier) rows are the
+/// vocabulary ids [vocab_begin, vocab_begin + vocab_rows). The whole model: rank 0 of 1, every id.
+struct TensorShard {
+  int rank = 0;             ///< this rank: 0 … ranks − 1
+  int ranks = 1;            ///< ranks the model is split over (1: not split)
+  int64_t vocab_begin = 0;  ///< the first token id of the embedding's rows
+  int64_t vocab_rows = 0;   ///< the embedding's rows; 0: the whole vocabulary
+  int64_t vocab_stride = 0; ///< ⌈vocab_size / ranks⌉: rank r's ids start at r · vocab_stride (0: not split)
+
+  /// True when the model is split over more than one rank.
+  bool split() const { return ranks > 1; }
+  /// Rows of the embedding (and of the output head): vocab_rows, or @p vocab_size when whole.
+  int64_t rows(int64_t vocab_size) const { return vocab_rows > 0 ? vocab_rows : vocab_size; }
+};
+
 /// All of a model's weights.
 struct LlamaWeights {
-  LlamaConfig config;                     ///< the shape
-  Weight embedding;                       ///< [vocab, dim] token embedding: one row per token id
+  LlamaConfig config;                     ///< the shape (a rank's own when split: TensorShard)
+  TensorShard shard;                      ///< the part of the model these are (the whole by default)
+  Weight embedding;                       ///< [vocab, dim] token embedding: one row per token id (a shard's ids only)
   std::vector<LlamaLayerWeights> layers;  ///< n_layers blocks
   std::vector<float> final_norm;          ///< [dim]
   Weight classifier;                      ///< [vocab, dim]; empty when tied to the embedding

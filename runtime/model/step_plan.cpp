@@ -3,6 +3,7 @@
 #include "runtime/model/step_plan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -124,6 +125,92 @@ void check_step_plan(const StepPlan& plan, const KvCacheShape& shape, const KvPa
     if (plan.logits_indices[i] < 0 || plan.logits_indices[i] >= int64_t(T))
       require(false, at("logits_indices", i), plan.logits_indices[i],
               "must index token_ids (size " + std::to_string(T) + ")");
+}
+
+namespace {
+
+// The plan's wire format: each vector as a uint64 count and its elements' bytes.
+class PlanWriter {
+ public:
+  template <typename T>
+  void put(const std::vector<T>& values) {
+    put_count(values.size());
+    append(values.data(), values.size() * sizeof(T));
+  }
+  void put_count(uint64_t n) { append(&n, sizeof n); }
+  std::vector<uint8_t> bytes;
+
+ private:
+  void append(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    bytes.insert(bytes.end(), p, p + n);
+  }
+};
+
+class PlanReader {
+ public:
+  explicit PlanReader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  template <typename T>
+  std::vector<T> get(const char* field) {
+    const uint64_t n = get_count(field);
+    require(n <= (bytes_.size() - at_) / sizeof(T), field, n, "elements: more than the bytes left");
+    std::vector<T> values(n);
+    take(values.data(), n * sizeof(T), field);
+    return values;
+  }
+  uint64_t get_count(const char* field) {
+    uint64_t n = 0;
+    take(&n, sizeof n, field);
+    return n;
+  }
+  void expect_end() const {
+    require(at_ == bytes_.size(), "plan bytes", bytes_.size() - at_, "left over after the plan's last field");
+  }
+
+ private:
+  void take(void* out, size_t n, const char* field) {
+    require(n <= bytes_.size() - at_, field, "the plan's bytes", "end before this field");
+    if (n > 0) std::memcpy(out, bytes_.data() + at_, n);
+    at_ += n;
+  }
+  std::span<const uint8_t> bytes_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode_step_plan(const StepPlan& plan) {
+  PlanWriter w;
+  w.put(plan.token_ids);
+  w.put(plan.positions);
+  w.put(plan.cu_seqlens_q);
+  w.put(plan.context_lens);
+  w.put_count(plan.block_tables.size());
+  for (const std::vector<int32_t>& table : plan.block_tables) w.put(table);
+  w.put(plan.slot_mapping);
+  w.put(plan.logits_indices);
+  w.put(plan.block_copies);
+  w.put(plan.fresh_blocks);
+  return std::move(w.bytes);
+}
+
+StepPlan decode_step_plan(std::span<const uint8_t> bytes) {
+  PlanReader r(bytes);
+  StepPlan plan;
+  plan.token_ids = r.get<int32_t>("token_ids");
+  plan.positions = r.get<int64_t>("positions");
+  plan.cu_seqlens_q = r.get<int64_t>("cu_seqlens_q");
+  plan.context_lens = r.get<int64_t>("context_lens");
+  const uint64_t tables = r.get_count("block_tables");
+  require(tables <= bytes.size(), "block_tables", tables, "tables: more than the bytes left");
+  plan.block_tables.resize(tables);
+  for (std::vector<int32_t>& table : plan.block_tables) table = r.get<int32_t>("block_tables[i]");
+  plan.slot_mapping = r.get<int64_t>("slot_mapping");
+  plan.logits_indices = r.get<int64_t>("logits_indices");
+  plan.block_copies = r.get<paged::BlockCopy>("block_copies");
+  plan.fresh_blocks = r.get<int32_t>("fresh_blocks");
+  r.expect_end();
+  return plan;
 }
 
 }  // namespace inferlab::model

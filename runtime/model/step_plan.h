@@ -58,6 +58,16 @@ struct StepPlan {
                     std::vector<int32_t> table, bool sample);
 };
 
+/// @p plan as bytes, every field in order (each vector as its length, a uint64, then its
+/// elements, little-endian as the machine stores them): what rank 0 of a model split over ranks
+/// sends the others each step (chapter 10), which decode_step_plan() reads back field for field.
+std::vector<uint8_t> encode_step_plan(const StepPlan& plan);
+
+/// The plan encode_step_plan() wrote into @p bytes. Throws std::invalid_argument naming the
+/// field when the bytes end early or hold more than one plan. (It does not check the plan
+/// itself: check_step_plan() does.)
+StepPlan decode_step_plan(std::span<const uint8_t> bytes);
+
 /// Checks that @p plan is well formed for @p cache (its rows, its paging: block size and count,
 /// or a contiguous row's max_seq_len slots): sizes agree (positions, slot_mapping = token_ids;
 /// context_lens = num_seqs; block_tables = num_seqs when paged, none when contiguous);

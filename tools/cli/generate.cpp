@@ -26,6 +26,8 @@
 #include "tools/cli/engine_options.h"
 #include "runtime/model/model_files.h"
 #include "tools/cli/model_tokenizer.h"
+#include "tools/cli/ranks.h"
+#include "runtime/parallel/tp_runner.h"
 #include "tools/cli/sampling_options.h"
 #include "tools/cli/streamed_reply.h"
 #include "tools/cli/text_stream.h"
@@ -71,6 +73,12 @@ const char* kGenerateUsage =
                           INT8 with per-token scales, FP8 E4M3 with one scale a row — chapter 04)
   --weights f32|f16|bf16|q8_0|q4_0|q4_1   convert every matrix to this format on load (default: the
                           file's own formats — fp32 for a llama2.c checkpoint, Q4_1/Q8_0 for SmolLM2's GGUF)
+  --tp N                  split the model over N ranks (tensor parallelism, chapter 10: each rank holds its
+                          heads, hidden columns and vocabulary rows; two all-reduces a layer): starts the
+                          ranks through mpirun (Open MPI), ⌊cores / N⌋ threads each; cpu only, through the
+                          engine. N must divide the query heads and the hidden width, and divide the KV
+                          heads or be a multiple of them (SmolLM2-135M: 1 or 3). The same greedy ids as
+                          --tp 1 where the top-2 margin exceeds fp32 rounding
 )";
 
 // The prompt's ids: --prompt-ids, each checked against the vocabulary.
@@ -140,8 +148,10 @@ int generate(const std::vector<std::string>& argv) {
                                  "weights"};
   known.merge(sampling_option_names());
   known.merge(engine_option_names());
+  known.insert("tp");
   args.check_known(known);
   check_prompt_options(args);
+  const int tp = tensor_parallel_ranks(args);
   const std::string path = model::resolve_model_path(args.required("model"));
   // The tokenizer before the weights: a model without one fails at once.
   const std::optional<tokenizer::BpeTokenizer> tokenizer =
@@ -149,7 +159,17 @@ int generate(const std::vector<std::string>& argv) {
   // Without --weights the matrices keep the file's formats (a GGUF's Q4_1 / Q8_0, a checkpoint's fp32).
   std::optional<WeightFormat> format;
   if (args.has("weights")) format = parse_weight_format(args.required("weights"));
-  const model::LlamaModel m(model::load_model(path, format));
+  if (tp > 1 && !started_by_mpirun()) {  // --tp: checked here, then the ranks start over this command line
+    check_tensor_parallel_options(args, path, format, tp);
+    exec_through_mpirun("generate", argv, tp);
+  }
+  const RankModel rank_model = load_rank_model(path, format, tp);
+  const model::LlamaModel& m = *rank_model.model;
+  if (rank_model.follower()) {  // --tp: ranks 1 … N − 1 run rank 0's steps on their shards
+    parallel::follow_tensor_parallel_steps(m);
+    return 0;
+  }
+  const FollowersRelease release(rank_model);
   if (args.has("trace")) return replay(args, m);
 
   engine::Request r;
@@ -172,8 +192,10 @@ int generate(const std::vector<std::string>& argv) {
     print_summary(reply);
     return 0;
   }
-  // generate_alone() is the cpu reference; any other backend runs through the engine's runner.
-  const bool through_engine = args.has("engine") || parse_backend(args.get_or("backend", "cpu")) != Backend::cpu;
+  // generate_alone() is the cpu reference; any other backend, or a split model, runs through the
+  // engine's runner.
+  const bool through_engine =
+      args.has("engine") || tp > 1 || parse_backend(args.get_or("backend", "cpu")) != Backend::cpu;
   const engine::RequestOutput out = through_engine
                                         ? engine::serve("prompt", m, engine_config(args, m), std::span(&r, 1)).outputs.at(0)
                                         : engine::generate_alone(m, r, engine_config(args, m).kv_format);

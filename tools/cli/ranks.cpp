@@ -1,0 +1,87 @@
+// `--tp N`: mpirun starts the ranks, each loads its shard (ranks.h).
+#include "tools/cli/ranks.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+#include <thread>
+
+#include "common/backend.h"
+#include "common/check.h"
+#include "runtime/model/llama_weights.h"
+#include "runtime/parallel/tensor_parallel.h"
+#include "runtime/parallel/tp_runner.h"
+#include "runtime/parallel/mpi_communicator.h"
+
+namespace inferlab::cli {
+
+int tensor_parallel_ranks(const Args& args) {
+  const int64_t ranks = args.integer("tp").value_or(1);
+  require(ranks >= 1 && ranks <= 64, "--tp", ranks, "must be in [1, 64]");
+  return int(ranks);
+}
+
+void check_tensor_parallel_options(const Args& args, const std::string& path, std::optional<WeightFormat> format,
+                                   int ranks) {
+  const std::string backend = args.get_or("backend", "cpu");
+  require(parse_backend(backend) == Backend::cpu, "--backend", backend,
+          "must be cpu with --tp: a model split over ranks runs on cpu, over MPI");
+  parallel::check_tensor_split(model::load_model(path, format), ranks);
+}
+
+bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+void exec_through_mpirun(const std::string& command, const std::vector<std::string>& argv, int ranks) {
+  if (geteuid() == 0) {  // Open MPI refuses root unless told twice
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);  // containers forbid CMA
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  setenv("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / unsigned(ranks))).c_str(), 0);
+  // This executable by its path: /proc/self/exe in mpirun's children would be mpirun.
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  if (error) throw std::runtime_error("--tp: cannot read /proc/self/exe: " + error.message());
+  std::vector<std::string> words = {INFERLAB_MPIEXEC, "-n", std::to_string(ranks), "--oversubscribe",
+                                    "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", "self,vader",
+                                    self, command};
+  words.insert(words.end(), argv.begin(), argv.end());
+  std::vector<char*> c_argv;
+  for (std::string& w : words) c_argv.push_back(w.data());
+  c_argv.push_back(nullptr);
+  std::cout.flush();
+  execv(INFERLAB_MPIEXEC, c_argv.data());
+  throw std::runtime_error(std::string("--tp: could not start ") + INFERLAB_MPIEXEC + ": " + std::strerror(errno));
+}
+
+RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> format, int ranks) {
+  RankModel m;
+  model::LlamaWeights weights = model::load_model(path, format);
+  if (ranks > 1) {
+    parallel::check_tensor_split(weights, ranks);  // every rank refuses a bad split alike, before MPI
+    m.comm = parallel::make_mpi_communicator();
+    require(m.comm->size() == ranks, "--tp", ranks,
+            "must equal the ranks mpirun started (" + std::to_string(m.comm->size()) + ")");
+    weights = parallel::shard_weights(weights, m.comm->rank(), ranks);  // the whole model is dropped here
+  }
+  m.model = std::make_unique<model::LlamaModel>(std::move(weights), m.comm.get());
+  return m;
+}
+
+FollowersRelease::~FollowersRelease() {
+  if (!m_.comm || m_.comm->rank() != 0) return;
+  try {
+    parallel::end_tensor_parallel_steps(*m_.model);
+  } catch (const std::exception& e) {
+    std::cerr << "inferlab: could not release the other ranks: " << e.what() << "\n";
+  }
+}
+
+}  // namespace inferlab::cli
