@@ -38,7 +38,8 @@ class MpiCommunicator final : public Communicator {
     MPI_Initialized(&initialised);
     if (!initialised) {
       int provided = 0;
-      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      if (provided < MPI_THREAD_SERIALIZED) throw std::runtime_error("MPI_Init_thread: this MPI cannot be called from the engine's thread (MPI_THREAD_SERIALIZED)");
       initialised_here = true;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -5,8 +5,9 @@
 /// MPI_COMM_WORLD, on host buffers.
 /// Its own library (inferlab::parallel_mpi): only what runs ranks links MPI.
 ///
-/// MPI is initialised by the first make_mpi_communicator() (MPI_THREAD_FUNNELED: one thread — the
-/// engine's — calls MPI; the OpenMP workers never do) and finalised when the last communicator it
+/// MPI is initialised by the first make_mpi_communicator() (MPI_THREAD_SERIALIZED: one thread at a
+/// time calls MPI — the engine's, which need not be the main thread; the OpenMP workers never do)
+/// and finalised when the last communicator it
 /// made is destroyed. MPI's errors are returned, not fatal: each becomes std::runtime_error naming
 /// the call and MPI's message. A rank that dies is mpirun's to report: it kills the other ranks
 /// and exits non-zero (never a hang).
