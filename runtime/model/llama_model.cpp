@@ -26,6 +26,7 @@
 #include "kernels/layers/layers.h"
 #include "kernels/paged/prefill_with_cache.h"
 #include "runtime/parallel/communicator.h"
+#include "runtime/parallel/pipeline_parallel.h"
 
 namespace inferlab::model {
 
@@ -40,15 +41,19 @@ LlamaModel::LlamaModel(LlamaWeights weights, parallel::Communicator* comm) : wei
   const LlamaConfig& c = weights_.config;
   weights_.validate();
   const TensorShard& t = weights_.shard;
-  if (!t.split()) {
+  const PipelineStage& p = weights_.stage;
+  // A tensor-parallel shard's ranks, or a pipeline stage's (validate(): not both).
+  const int rank = t.split() ? t.rank : p.stage, ranks = t.split() ? t.ranks : p.stages;
+  const std::string part = t.split() ? "shard" : "pipeline stage";
+  if (ranks == 1) {
     require(comm == nullptr || comm->size() == 1, "comm", comm ? comm->size() : 0,
             "the whole model runs on one rank: pass no communicator, or one of size 1");
   } else {
     require(comm != nullptr, "comm", "nullptr",
-            "weights split over " + std::to_string(t.ranks) + " ranks need the ranks' communicator");
-    require(comm->size() == t.ranks && comm->rank() == t.rank, "comm",
+            "weights split over " + std::to_string(ranks) + " ranks need the ranks' communicator");
+    require(comm->size() == ranks && comm->rank() == rank, "comm",
             "rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->size()),
-            "must be the shard's rank " + std::to_string(t.rank) + " of " + std::to_string(t.ranks));
+            "must be the " + part + "'s rank " + std::to_string(rank) + " of " + std::to_string(ranks));
   }
   rope_ = rope_table(c.max_seq_len, c.head_dim(), c.rope_theta);
 }
@@ -105,26 +110,66 @@ std::vector<int64_t> apply_plan(const StepPlan& plan, KvCache& cache) {
 Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
   check_kv_format(cache.format());
   check(plan, cache.shape(), cache.paging());
-  const LlamaConfig& c = config();
-  const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, q_dim = c.q_dim(), kv = c.kv_dim();
-  const int64_t d = c.head_dim(), H = c.n_heads, G = c.n_kv_heads, qkv_width = q_dim + 2 * kv;
+  if (weights_.stage.split()) return forward_stage(plan, cache);
   const std::vector<int64_t> chunk_lengths = apply_plan(plan, cache);
-  const std::vector<int64_t>& positions = plan.positions;
+  Tensor<float> x = embed(plan);
+  run_layers(plan, chunk_lengths, cache, x);
+  return head(plan, x);
+}
 
-  Tensor<float> x({T, dim}), xn({T, dim}), qkv({T, qkv_width}), q({T, H, d}), k({T, G, d}), v({T, G, d});
-  Tensor<float> att({T, H, d}), proj({T, dim}), gate_up({T, 2 * c.hidden_dim}), hidden({T, c.hidden_dim});
-  // The embedding: one row per token; split, each rank holds the rows of its ids only, and the
-  // sum over the ranks is the row (every other rank adds zeros).
+Tensor<float> LlamaModel::forward_stage(const StepPlan& plan, KvCache& cache) const {
+  const PipelineStage& p = weights_.stage;
+  const int64_t dim = config().dim, vocab = config().vocab_size, n = int64_t(plan.logits_indices.size());
+  // The last stage gathers the step's logits row by row, micro-batch after micro-batch.
+  Tensor<float> logits({p.last() || p.first() ? n : 0, vocab});
+  for (const parallel::MicroBatch& mb : parallel::split_micro_batches(plan, p.micro_batches)) {
+    const std::vector<int64_t> chunk_lengths = apply_plan(mb.plan, cache);
+    Tensor<float> x({int64_t(mb.plan.token_ids.size()), dim});
+    if (p.first())
+      x = embed(mb.plan);
+    else
+      comm_->recv(std::span(x.data(), x.size()), p.stage - 1);  // the previous stage's activations
+    run_layers(mb.plan, chunk_lengths, cache, x);
+    if (!p.last()) {
+      comm_->send(std::span<const float>(x.data(), x.size()), p.stage + 1);
+      continue;
+    }
+    const Tensor<float> rows = head(mb.plan, x);
+    for (size_t r = 0; r < mb.logits_rows.size(); ++r)
+      std::copy_n(rows.data() + int64_t(r) * vocab, vocab, logits.data() + mb.logits_rows[r] * vocab);
+  }
+  // The logits go to rank 0 after the last micro-batch: sending them earlier could meet rank 0
+  // still sending its next micro-batch, each waiting for the other (MPI's rendezvous sends).
+  if (n > 0 && p.last()) comm_->send(std::span<const float>(logits.data(), logits.size()), 0);
+  if (n > 0 && p.first()) comm_->recv(std::span(logits.data(), logits.size()), p.stages - 1);
+  return logits;
+}
+
+Tensor<float> LlamaModel::embed(const StepPlan& plan) const {
+  const int64_t T = int64_t(plan.token_ids.size()), dim = config().dim;
+  // One row per token; split, each rank holds the rows of its ids only, and the sum over the
+  // ranks is the row (every other rank adds zeros).
   const TensorShard& shard = weights_.shard;
-  const int64_t vocab_rows = shard.rows(c.vocab_size);
+  const int64_t vocab_rows = shard.rows(config().vocab_size);
+  Tensor<float> x({T, dim});
   x.fill(0.0f);
   for (int64_t t = 0; t < T; ++t) {
     const int64_t row = plan.token_ids[size_t(t)] - shard.vocab_begin;
     if (row >= 0 && row < vocab_rows) weights_.embedding.row_to_f32(row, std::span(x.data() + t * dim, size_t(dim)));
   }
   if (shard.split()) comm_->all_reduce_sum(std::span(x.data(), size_t(T * dim)));
+  return x;
+}
 
-  for (int64_t l = 0; l < c.n_layers; ++l) {
+void LlamaModel::run_layers(const StepPlan& plan, const std::vector<int64_t>& chunk_lengths, KvCache& cache,
+                            Tensor<float>& x) const {
+  const LlamaConfig& c = config();
+  const int64_t T = int64_t(plan.token_ids.size()), dim = c.dim, q_dim = c.q_dim(), kv = c.kv_dim();
+  const int64_t d = c.head_dim(), H = c.n_heads, G = c.n_kv_heads, qkv_width = q_dim + 2 * kv;
+  const std::vector<int64_t>& positions = plan.positions;
+  Tensor<float> xn({T, dim}), qkv({T, qkv_width}), q({T, H, d}), k({T, G, d}), v({T, G, d});
+  Tensor<float> att({T, H, d}), proj({T, dim}), gate_up({T, 2 * c.hidden_dim}), hidden({T, c.hidden_dim});
+  for (int64_t l = 0; l < c.n_layers; ++l) {  // this model's layers (a pipeline stage's own)
     const LlamaLayerWeights& w = weights_.layers[size_t(l)];
     rms_norm_cpu(x, w.attention_norm, c.norm_eps, xn);
     linear_cpu(xn, w.wqkv, qkv);
@@ -149,8 +194,13 @@ Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
     linear_cpu(hidden, w.w2, proj);
     add_reduced(x, proj);  // split: each rank's hidden columns' share, summed
   }
+}
 
-  const int64_t n = int64_t(plan.logits_indices.size());
+Tensor<float> LlamaModel::head(const StepPlan& plan, const Tensor<float>& x) const {
+  const LlamaConfig& c = config();
+  const int64_t dim = c.dim, n = int64_t(plan.logits_indices.size());
+  const TensorShard& shard = weights_.shard;
+  const int64_t vocab_rows = shard.rows(c.vocab_size);
   Tensor<float> last({n, dim}), last_norm({n, dim}), logits({n, c.vocab_size});
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(x.data() + plan.logits_indices[size_t(i)] * dim, dim, last.data() + i * dim);
@@ -193,8 +243,8 @@ Cost LlamaModel::step_cost(const StepPlan& plan) const {
       cost.bytes += double(m->bytes());
     }
   cost.bytes += 4.0 * 2.0 * double(c.n_layers * c.dim);      // the attention and MLP norms (fp32)
-  cost.bytes += T * double(weights_.embedding.row_bytes());  // one embedding row gathered per token
-  if (logit_tokens > 0) {  // the final norm and the whole head, for the logit tokens only
+  if (weights_.stage.first()) cost.bytes += T * double(weights_.embedding.row_bytes());  // a row per token
+  if (logit_tokens > 0 && weights_.stage.last()) {  // the final norm and the whole head, for the logit tokens only
     const Weight& head = weights_.output_head();
     cost.flops += 2.0 * logit_tokens * double(head.out_features()) * double(head.in_features());
     cost.bytes += double(head.bytes()) + 4.0 * double(c.dim);

@@ -63,6 +63,8 @@ class LlamaModel {
   const LlamaWeights& weights() const { return weights_; }
   /// The part of the model this is (TensorShard: the whole model unless split over ranks).
   const TensorShard& shard() const { return weights_.shard; }
+  /// The layers this is (PipelineStage: all of them unless split into pipeline stages).
+  const PipelineStage& stage() const { return weights_.stage; }
   /// The ranks' communicator of a split model; nullptr for the whole model.
   parallel::Communicator* communicator() const { return comm_; }
 
@@ -93,6 +95,14 @@ class LlamaModel {
   /// logits, gathered so that every rank returns the whole [logits_indices.size(), vocab_size].
   /// The sums of the split layers are taken in another order than one rank's: the logits equal
   /// the whole model's to fp32 rounding, not bit for bit.
+  ///
+  /// A pipeline stage (weights.stage.split(): runtime/parallel/pipeline_parallel.h) runs its
+  /// own layers over a cache of its own layers, and every stage calls forward() with the same
+  /// plan: the plan is cut into micro-batches (split_micro_batches()), each embedded on the first
+  /// stage or received from the stage before, run through the stage's layers and sent to the
+  /// next; the last stage computes each micro-batch's logits and sends the step's to rank 0.
+  /// Rank 0 and the last stage return the logits; a middle stage returns [0, vocab_size]. The
+  /// forward is invariant to how a step is cut: the logits equal the whole model's bit for bit.
   Tensor<float> forward(const StepPlan& plan, KvCache& cache) const;
 
   /// FLOPs and bytes of one forward over @p plan (without running it): every layer's weight
@@ -114,6 +124,15 @@ class LlamaModel {
   const std::vector<float>& rope_cos_sin() const { return rope_; }
 
  private:
+  // forward() of a pipeline stage, the plan checked: its micro-batches through its layers.
+  Tensor<float> forward_stage(const StepPlan& plan, KvCache& cache) const;
+  // The embedding rows of the plan's tokens, [T, dim] (summed over a tensor-parallel shard's ranks).
+  Tensor<float> embed(const StepPlan& plan) const;
+  // This model's layers over x [T, dim], in place; the plan already applied to @p cache.
+  void run_layers(const StepPlan& plan, const std::vector<int64_t>& chunk_lengths, KvCache& cache,
+                  Tensor<float>& x) const;
+  // The final norm and the output head on the plan's logit tokens of x: [logits, vocab_size].
+  Tensor<float> head(const StepPlan& plan, const Tensor<float>& x) const;
   // x[T, dim] += what every rank's @p partial sums to (the partial itself when not split).
   void add_reduced(Tensor<float>& x, Tensor<float>& partial) const;
 

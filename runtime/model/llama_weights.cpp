@@ -228,8 +228,12 @@ LlamaWeights random_llama(const LlamaConfig& config, uint64_t seed) {
 
 int64_t LlamaWeights::bytes() const {
   int64_t total = embedding.bytes() + classifier.bytes();  // a tied head has no classifier: counted once
-  for (const LlamaLayerWeights& l : layers) total += l.wqkv.bytes() + l.wo.bytes() + l.w13.bytes() + l.w2.bytes();
-  return total + 4 * config.norm_parameters();
+  int64_t norms = int64_t(final_norm.size());  // a middle pipeline stage has no final norm
+  for (const LlamaLayerWeights& l : layers) {
+    total += l.wqkv.bytes() + l.wo.bytes() + l.w13.bytes() + l.w2.bytes();
+    norms += int64_t(l.attention_norm.size() + l.ffn_norm.size());
+  }
+  return total + 4 * norms;
 }
 
 void LlamaWeights::validate() const {
@@ -242,8 +246,21 @@ void LlamaWeights::validate() const {
           "shard.vocab_begin", t.vocab_begin,
           "with " + std::to_string(t.rows(c.vocab_size)) + " rows must lie in [0, vocab_size = " +
               std::to_string(c.vocab_size) + ")");
+  const PipelineStage& p = stage;
+  require(p.stages >= 1 && p.stage >= 0 && p.stage < p.stages, "stage.stage", p.stage,
+          "must be in [0, stages = " + std::to_string(p.stages) + ")");
+  require(!(p.split() && t.split()), "stage.stages", p.stages,
+          "a tensor-parallel shard (shard.ranks = " + std::to_string(t.ranks) + ") cannot also be a pipeline stage");
+  require(p.micro_batches >= 1, "stage.micro_batches", p.micro_batches, "must be at least 1");
+  require(p.layer_begin >= 0, "stage.layer_begin", p.layer_begin, "must not be negative");
   const int64_t vocab_rows = t.rows(c.vocab_size);
-  require_shape(embedding, {vocab_rows, c.dim}, "embedding");
+  // The embedding is the first stage's, and the last's when the head is tied to it.
+  const bool holds_embedding = p.first() || (p.last() && c.shared_classifier);
+  if (holds_embedding)
+    require_shape(embedding, {vocab_rows, c.dim}, "embedding");
+  else
+    require(embedding.empty(), "embedding.shape", to_string(embedding.shape()),
+            "must be empty: pipeline stage " + std::to_string(p.stage) + " neither embeds nor computes tied logits");
   require(int64_t(layers.size()) == c.n_layers, "layers.size()", layers.size(),
           "must be n_layers = " + std::to_string(c.n_layers));
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -255,6 +272,13 @@ void LlamaWeights::validate() const {
     require_size(l.ffn_norm, c.dim, name + "ffn_norm");
     require_shape(l.w13, {2 * c.hidden_dim, c.dim}, name + "w13");
     require_shape(l.w2, {c.dim, c.hidden_dim}, name + "w2");
+  }
+  if (!p.last()) {  // a stage before the last hands its activations on: no final norm, no head
+    require(final_norm.empty(), "final_norm.size()", final_norm.size(),
+            "must be 0: only the last pipeline stage holds the final norm");
+    require(classifier.empty(), "classifier.shape", to_string(classifier.shape()),
+            "must be empty: only the last pipeline stage holds the output head");
+    return;
   }
   require_size(final_norm, c.dim, "final_norm");
   if (c.shared_classifier)

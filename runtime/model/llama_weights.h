@@ -49,14 +49,35 @@ struct TensorShard {
   int64_t rows(int64_t vocab_size) const { return vocab_rows > 0 ? vocab_rows : vocab_size; }
 };
 
+/// Which layers of a model split over ranks by pipeline parallelism (chapter 10,
+/// runtime/parallel/pipeline_parallel.h) a LlamaWeights holds: stage @ref stage of @ref stages,
+/// the model's layers [layer_begin, layer_begin + config.n_layers) — its config's n_layers is the
+/// stage's own. The first stage holds the embedding, the last the final norm and the output
+/// head (the embedding again when the head is tied to it, as Megatron keeps a tied embedding on
+/// both ends); the others hold neither (empty). Each step is cut into @ref micro_batches
+/// micro-batches (GPipe's m), the same number on every stage. The whole model: stage 0 of 1.
+struct PipelineStage {
+  int stage = 0;             ///< this stage: 0 … stages − 1 (its rank)
+  int stages = 1;            ///< stages the model is split over (1: not split)
+  int64_t layer_begin = 0;   ///< the model's index of this stage's first layer
+  int micro_batches = 1;     ///< micro-batches a step is cut into (pipeline_parallel.h: split_micro_batches())
+  /// True when the model is split over more than one stage.
+  bool split() const { return stages > 1; }
+  /// True on the stage that embeds the tokens (and on the whole model).
+  bool first() const { return stage == 0; }
+  /// True on the stage that computes the logits (and on the whole model).
+  bool last() const { return stage == stages - 1; }
+};
+
 /// All of a model's weights.
 struct LlamaWeights {
   LlamaConfig config;                     ///< the shape (a rank's own when split: TensorShard)
   TensorShard shard;                      ///< the part of the model these are (the whole by default)
-  Weight embedding;                       ///< [vocab, dim] token embedding: one row per token id (a shard's ids only)
+  PipelineStage stage;                    ///< the layers these are (every one by default)
+  Weight embedding;                       ///< [vocab, dim] token embedding: one row per token id (a shard's ids only; empty on a middle stage)
   std::vector<LlamaLayerWeights> layers;  ///< n_layers blocks
-  std::vector<float> final_norm;          ///< [dim]
-  Weight classifier;                      ///< [vocab, dim]; empty when tied to the embedding
+  std::vector<float> final_norm;          ///< [dim] (empty but on the last stage)
+  Weight classifier;                      ///< [vocab, dim]; empty when tied to the embedding (or not the last stage)
 
   /// The output head: the classifier, or the embedding when tied.
   const Weight& output_head() const { return config.shared_classifier ? embedding : classifier; }

@@ -8,7 +8,7 @@
 #include "common/config.h"
 #include "kernels/kv/kv_cache.h"
 #include "runtime/model/device_runner.h"
-#include "runtime/parallel/tp_runner.h"
+#include "runtime/parallel/rank_runner.h"
 
 namespace inferlab::model {
 
@@ -45,10 +45,10 @@ std::unique_ptr<ModelRunner> make_model_runner(const LlamaModel& model, Backend 
   require_positive("num_blocks", paging.num_blocks);
   const KvCacheShape shape = model.kv_shape(rows, max_seq_len);  // checks rows and max_seq_len
   check_kv_format(kv_format);
-  if (model.shard().split()) {  // chapter 10: rank 0 of a model split over ranks leads the others
+  if (model.shard().split() || model.stage().split()) {  // chapter 10: rank 0 of a split model leads
     require(backend == Backend::cpu, "backend", to_string(backend),
             "a model split over ranks runs on cpu (over MPI); its steps on the device are not in the lab");
-    return parallel::make_tensor_parallel_leader(model, shape, paging, kv_format);
+    return parallel::make_leader_runner(model, shape, paging, kv_format);
   }
   if (backend == Backend::cpu) return std::make_unique<CpuRunner>(model, shape, paging, kv_format);
   require(kv_format == KvFormat::fp32(), "kv_format", kv_format.name(),

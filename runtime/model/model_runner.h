@@ -85,9 +85,9 @@ class ModelRunner {
 /// sequences of up to @p max_seq_len tokens per step. The cpu runner takes every format the
 /// forward does (check_kv_format(): all but INT8 per-channel); the sim and cuda runners keep an
 /// fp32 pool (device_runner.cu: their KV write and attention kernels over the pool are fp32
-/// ones) and refuse any other format. A shard of a model split over ranks (chapter 10) gets rank
-/// 0's leader runner (runtime/parallel/tp_runner.h), on cpu only. Throws std::invalid_argument for a size that is not
-/// positive, a max_seq_len past the model's, a backend not available here (require_available:
+/// ones) and refuse any other format. A model split over ranks (chapter 10: a tensor-parallel
+/// shard or a pipeline stage) gets rank 0's leader runner (runtime/parallel/rank_runner.h), on
+/// cpu only. Throws std::invalid_argument for a size that is not positive, a max_seq_len past the model's, a backend not available here (require_available:
 /// cuda needs nvcc and a GPU), or a @p kv_format the backend cannot run (naming "kv_format").
 std::unique_ptr<ModelRunner> make_model_runner(const LlamaModel& model, Backend backend, int64_t rows,
                                                int64_t max_seq_len, const KvPaging& paging,

@@ -32,6 +32,7 @@
 #include "runtime/model/gguf.h"
 #include "tests/08-real-model/student_check.h"
 #include "tests/support/expect_all.h"
+#include "tests/support/isolated_batch.h"
 #include "tests/support/isolation.h"
 #include "tests/support/seeded.h"
 
@@ -48,79 +49,12 @@ static_assert(sizeof(student::BlockQ4_1) == sizeof(quant::BlockQ4_1) &&
 
 // ---- running a batch in the sandbox ----
 
-// Runs `answer(k)` — a student call whose answer comes back as bytes — for every input k = 0 …
-// count − 1 in ONE sandboxed child, and brings the answers back to this process. The child sends
-// them as one string, [8-byte length, bytes …] per input, and stops at the first input the call
-// throws on; that input then runs alone, in a child of its own, for what it threw (NotImplemented
-// stays NotImplemented). A child that crashes or exits loses the whole batch: then halving the
-// batch finds the first input it fails on, and the answers before it.
+// Runs `answer(k)` for every input k in one sandboxed child and brings the answers back
+// (tests/support/isolated_batch.h: the input a call throws on, or crashes on, is found and run alone).
 template <class AnswerOne>
 ch08::Answers<std::string> isolated_answers(size_t count, const AnswerOne& answer) {
-  const auto run_first = [&](size_t n) {
-    return isolated_result([&] {  // in the child: the student's calls, nothing else
-      std::string flat;
-      for (size_t k = 0; k < n; ++k) {
-        std::string one;
-        try {
-          one = answer(k);
-        } catch (...) {
-          break;
-        }
-        const uint64_t length = one.size();
-        flat.append(reinterpret_cast<const char*>(&length), sizeof length);
-        flat += one;
-      }
-      return flat;
-    });
-  };
-  std::string flat;
-  std::string batch_failure;
-  try {
-    flat = run_first(count);
-  } catch (const std::exception& error) {
-    batch_failure = error.what();
-    size_t good = 0, bad = count;  // the first `good` inputs are answered in one child, the first `bad` are not
-    while (bad - good > 1) {
-      const size_t middle = good + (bad - good) / 2;
-      try {
-        flat = run_first(middle);
-        good = middle;
-      } catch (const std::exception&) {
-        bad = middle;
-      }
-    }
-    if (good == 0) flat.clear();
-  }
-  ch08::Answers<std::string> result;
-  for (size_t at = 0; at < flat.size() && result.answers.size() < count;) {
-    uint64_t length = 0;
-    if (flat.size() - at < sizeof length) {
-      result.error = "its answers came back garbled (the sandboxed child wrote over the test's memory?)";
-      return result;
-    }
-    std::memcpy(&length, flat.data() + at, sizeof length);
-    at += sizeof length;
-    if (length > flat.size() - at) {
-      result.error = "its answers came back garbled (the sandboxed child wrote over the test's memory?)";
-      return result;
-    }
-    result.answers.push_back(flat.substr(at, size_t(length)));
-    at += size_t(length);
-  }
-  if (result.answers.size() < count) {
-    const size_t k = result.answers.size();
-    try {
-      isolated_result([&] { return answer(k); });
-      result.error = batch_failure.empty()
-                         ? "it stopped at this input among the others, yet answers it when run alone"
-                         : batch_failure + " — running the inputs up to this one in one child; alone, it is answered";
-    } catch (const NotImplemented& error) {
-      result.error = std::string("it threw: ") + error.what();
-    } catch (const std::exception& error) {
-      result.error = error.what();
-    }
-  }
-  return result;
+  testing::BatchAnswers got = testing::isolated_batch(count, answer);
+  return {std::move(got.answers), std::move(got.error)};
 }
 
 // The bytes of @p values, and back.

@@ -1,6 +1,8 @@
 // The pieces of a split model that need no ranks: Weight::take_rows / take_columns in every
 // format, tensor_split()'s rule (GQA split or replicated, the vocabulary's ranges), the shards'
-// shapes and bytes, the step plan on the wire, the world of one rank, and the model's refusals.
+// shapes and bytes, the step plan on the wire, the world of one rank, and the model's refusals;
+// for pipelines, the stages' layers and weights, the micro-batches (run in order through the
+// whole model they give every step's logits bit for bit) and the bubble.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -13,8 +15,11 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/step_plan.h"
+#include "kernels/kv/kv_cache.h"
 #include "runtime/parallel/communicator.h"
+#include "runtime/parallel/pipeline_parallel.h"
 #include "runtime/parallel/tensor_parallel.h"
+#include "tests/10-parallelism/split_fixture.h"
 
 namespace inferlab {
 namespace {
@@ -260,6 +265,142 @@ TEST(SingleCommunicator, IsAWorldOfOneRank) {
   expect_invalid([&] { comm->recv(data, 0); }, "from");
   expect_invalid([&] { comm->broadcast(bytes, 1); }, "root");
   comm->barrier();
+}
+
+// ---- pipeline parallelism: stages, micro-batches, the bubble ----
+
+LlamaConfig small_pipeline_shape(bool tied) {
+  LlamaConfig c = smollm2_shape();
+  c.dim = 64, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim_size = 16, c.hidden_dim = 96, c.vocab_size = 83;
+  c.n_layers = 7, c.max_seq_len = 256, c.shared_classifier = tied;
+  return c;
+}
+
+TEST(PipelineSplit, LayersAreCutEvenlyTheFirstStagesTakingTheRest) {
+  const LlamaConfig c = small_pipeline_shape(true);
+  const std::vector<std::pair<int64_t, int64_t>> want3 = {{0, 3}, {3, 2}, {5, 2}};
+  for (int s = 0; s < 3; ++s) {
+    const parallel::PipelineSplit p = parallel::pipeline_split(c, s, 3);
+    EXPECT_EQ(p.layer_begin, want3[size_t(s)].first) << "stage " << s;
+    EXPECT_EQ(p.layers, want3[size_t(s)].second) << "stage " << s;
+  }
+  for (const int stages : {1, 2, 4, 7}) {
+    int64_t next = 0;
+    for (int s = 0; s < stages; ++s) {
+      const parallel::PipelineSplit p = parallel::pipeline_split(c, s, stages);
+      EXPECT_EQ(p.layer_begin, next) << stages << " stages, stage " << s;
+      EXPECT_GE(p.layers, 1);
+      next += p.layers;
+    }
+    EXPECT_EQ(next, c.n_layers) << stages << " stages";
+  }
+  expect_invalid([&] { (void)parallel::pipeline_split(c, 0, 8); }, "pp");
+  expect_invalid([&] { (void)parallel::pipeline_split(c, 0, 0); }, "pp");
+  expect_invalid([&] { (void)parallel::pipeline_split(c, 3, 3); }, "stage");
+}
+
+TEST(PipelineStages, HoldTheirLayersAndTheEndsTheirEnds) {
+  for (const bool tied : {true, false}) {
+    const LlamaWeights whole = model::random_llama(small_pipeline_shape(tied), 4);
+    int64_t bytes = 0;
+    for (int s = 0; s < 3; ++s) {
+      const LlamaWeights w = parallel::stage_weights(whole, s, 3, 2);
+      const parallel::PipelineSplit split = parallel::pipeline_split(whole.config, s, 3);
+      EXPECT_EQ(w.stage.stage, s);
+      EXPECT_EQ(w.stage.stages, 3);
+      EXPECT_EQ(w.stage.micro_batches, 2);
+      EXPECT_EQ(w.stage.layer_begin, split.layer_begin);
+      EXPECT_EQ(w.config.n_layers, split.layers);
+      ASSERT_EQ(int64_t(w.layers.size()), split.layers);
+      for (int64_t l = 0; l < split.layers; ++l)
+        for (int64_t col = 0; col < 64; col += 5) {
+          const auto& mine = w.layers[size_t(l)];
+          const auto& theirs = whole.layers[size_t(split.layer_begin + l)];
+          EXPECT_EQ(mine.wqkv.at(3, col), theirs.wqkv.at(3, col)) << "stage " << s << ", layer " << l;
+          EXPECT_EQ(mine.w2.at(col, 7), theirs.w2.at(col, 7)) << "stage " << s << ", layer " << l;
+        }
+      EXPECT_EQ(!w.embedding.empty(), s == 0 || (s == 2 && tied)) << "stage " << s << (tied ? ", tied" : "");
+      EXPECT_EQ(!w.final_norm.empty(), s == 2) << "stage " << s;
+      EXPECT_EQ(!w.classifier.empty(), s == 2 && !tied) << "stage " << s;
+      bytes += w.bytes();
+      expect_invalid([&] { model::LlamaModel refused(w); }, "comm");
+    }
+    // The stages together hold the model, and a tied embedding twice (on both ends).
+    EXPECT_EQ(bytes, whole.bytes() + (tied ? whole.embedding.bytes() : 0)) << (tied ? "tied" : "untied");
+  }
+  const LlamaWeights whole = model::random_llama(small_pipeline_shape(true), 4);
+  expect_invalid([&] { (void)parallel::stage_weights(whole, 0, 2, 0); }, "micro_batches");
+  expect_invalid([&] { (void)parallel::stage_weights(parallel::stage_weights(whole, 0, 2), 0, 2); }, "weights");
+  LlamaWeights middle = parallel::stage_weights(whole, 1, 3);
+  middle.embedding = whole.embedding;  // a middle stage neither embeds nor computes logits
+  expect_invalid([&] { middle.validate(); }, "embedding");
+}
+
+TEST(PipelineBubble, IsTheIdleShareOfGPipesSchedule) {
+  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble(1, 1), 0.0);
+  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble(2, 1), 0.5);
+  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble(2, 4), 0.2);
+  EXPECT_DOUBLE_EQ(parallel::pipeline_bubble(4, 4), 3.0 / 7.0);
+  expect_invalid([] { (void)parallel::pipeline_bubble(0, 4); }, "stages");
+  expect_invalid([] { (void)parallel::pipeline_bubble(2, 0); }, "micro_batches");
+}
+
+// The plans of an engine run that pages, chunks and preempts.
+std::vector<model::StepPlan> engine_plans(const model::LlamaModel& m, const engine::EngineConfig& e) {
+  engine::Engine recorder(m, e);
+  for (engine::Request& r : requests_for(m.config().vocab_size, 31)) recorder.add_request(r);
+  std::vector<model::StepPlan> plans;
+  while (recorder.step()) plans.push_back(recorder.last_plan());
+  EXPECT_GT(recorder.stats().preemptions, 0) << "the pool is meant to be too small for every request";
+  return plans;
+}
+
+// Every step of an engine run, cut into 1 … 5 micro-batches, each a well-formed plan, the tokens
+// and logits rows all covered once, and the micro-batches run in order through the whole model
+// on their own pool give the step's logits bit for bit — what makes a pipeline's logits exact.
+TEST(MicroBatches, RunInOrderTheyGiveEveryStepsLogitsBitForBit) {
+  const model::LlamaModel m(model::random_llama(small_pipeline_shape(true), 8));
+  const engine::EngineConfig e = tight_engine();
+  const std::vector<model::StepPlan> plans = engine_plans(m, e);
+  const KvPaging paging{e.block_size, e.num_blocks};
+  const KvCacheShape shape = m.kv_shape(e.max_num_seqs, e.max_seq_len);
+  for (const int micro : {2, 3, 5}) {
+    KvStorage whole_pool = make_kv_storage(shape, KvFormat::fp32(), paging);
+    KvStorage cut_pool = make_kv_storage(shape, KvFormat::fp32(), paging);
+    KvCache whole(whole_pool, shape, paging), cut(cut_pool, shape, paging);
+    int cut_steps = 0;
+    for (size_t s = 0; s < plans.size(); ++s) {
+      const model::StepPlan& plan = plans[s];
+      const Tensor<float> want = m.forward(plan, whole);
+      const std::vector<parallel::MicroBatch> batches = parallel::split_micro_batches(plan, micro);
+      EXPECT_EQ(int64_t(batches.size()), std::min<int64_t>(micro, int64_t(plan.token_ids.size())));
+      cut_steps += batches.size() > 1;
+      Tensor<float> got({int64_t(plan.logits_indices.size()), m.config().vocab_size}, -1e30f);
+      std::vector<int32_t> tokens;
+      std::vector<int> rows_seen(plan.logits_indices.size(), 0);
+      for (size_t b = 0; b < batches.size(); ++b) {
+        const parallel::MicroBatch& mb = batches[b];
+        ASSERT_NO_THROW(model::check_step_plan(mb.plan, cut)) << "step " << s << ", micro-batch " << b;
+        EXPECT_EQ(mb.plan.block_copies.empty() && mb.plan.fresh_blocks.empty() ? 0 : int(b), 0)
+            << "the block operations go with the first micro-batch";
+        tokens.insert(tokens.end(), mb.plan.token_ids.begin(), mb.plan.token_ids.end());
+        const Tensor<float> rows = m.forward(mb.plan, cut);
+        ASSERT_EQ(rows.shape()[0], int64_t(mb.logits_rows.size()));
+        for (size_t r = 0; r < mb.logits_rows.size(); ++r) {
+          ++rows_seen[size_t(mb.logits_rows[r])];
+          std::copy_n(rows.data() + int64_t(r) * rows.shape()[1], rows.shape()[1],
+                      got.data() + mb.logits_rows[r] * rows.shape()[1]);
+        }
+      }
+      EXPECT_EQ(tokens, plan.token_ids) << "step " << s;
+      EXPECT_EQ(rows_seen, std::vector<int>(plan.logits_indices.size(), 1)) << "step " << s;
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "step " << s << ", " << micro << " micro-batches, logit " << i;
+    }
+    EXPECT_GT(cut_steps, int(plans.size()) / 2) << "most steps are meant to be cut";
+  }
+  expect_invalid([&] { (void)parallel::split_micro_batches(plans.at(0), 0); }, "micro_batches");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Tensor parallelism over MPI (runtime/parallel/tensor_parallel.h, tp_runner.h), run by mpiexec
+// Tensor parallelism over MPI (runtime/parallel/tensor_parallel.h, rank_runner.h), run by mpiexec
 // with 2, 3 or 4 ranks: every rank builds the same seeded model and keeps its shard; rank 0 runs
 // the engine and compares with the whole model, the other ranks follow its steps.
 //
@@ -19,7 +19,8 @@
 #include "runtime/model/model_runner.h"
 #include "runtime/parallel/mpi_communicator.h"
 #include "runtime/parallel/tensor_parallel.h"
-#include "runtime/parallel/tp_runner.h"
+#include "runtime/parallel/rank_runner.h"
+#include "tests/10-parallelism/split_fixture.h"
 
 namespace inferlab {
 namespace {
@@ -47,55 +48,35 @@ LlamaConfig config_for(int ranks) {
   return c;
 }
 
-// Rank 0 releases the followers when the test's scope ends, even on a failed ASSERT.
-struct Release {
-  const LlamaModel& shard;
-  ~Release() {
-    if (shard.shard().rank == 0) parallel::end_tensor_parallel_steps(shard);
+// Every rank builds the same seeded model (in the test's format) and keeps its shard; the ranks
+// but 0 follow rank 0's steps until it releases them. Rank 0 tests.
+class TensorParallel : public ::testing::TestWithParam<WeightFormat> {
+ protected:
+  // Builds the whole model of seed @p seed and this rank's shard; false on the followers, which
+  // have then followed rank 0's steps to the end.
+  bool lead(uint64_t seed) {
+    parallel::Communicator& comm = world();
+    full_ = convert_weights(model::random_llama(config_for(comm.size()), seed), GetParam());
+    shard_ = std::make_unique<LlamaModel>(parallel::shard_weights(full_, comm.rank(), comm.size()), &comm);
+    if (comm.rank() == 0) return true;
+    parallel::follow_leader_steps(*shard_);
+    return false;
   }
+  void TearDown() override {
+    if (shard_ && shard_->shard().rank == 0) parallel::end_leader_steps(*shard_);  // also after a failed ASSERT
+  }
+  LlamaWeights full_;
+  std::unique_ptr<LlamaModel> shard_;
 };
-
-// Requests that page, chunk and preempt: prompts of odd lengths, a pool too small for all.
-std::vector<engine::Request> requests_for(int64_t vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<engine::Request> requests;
-  for (const int64_t length : {37, 5, 61, 18, 90, 1}) {
-    engine::Request r;
-    for (int64_t i = 0; i < length; ++i) r.prompt.push_back(int32_t(rng.integer(0, vocab - 1)));
-    r.sampling.max_new_tokens = 24;
-    requests.push_back(r);
-  }
-  return requests;
-}
-
-engine::EngineConfig tight_engine() {
-  engine::EngineConfig e;
-  e.max_num_seqs = 4;
-  e.block_size = 8;
-  e.num_blocks = 20;  // 160 tokens for 4 sequences of up to 114: preemption
-  e.max_num_batched_tokens = 48;
-  e.chunk_size = 24;
-  e.max_seq_len = 256;
-  e.check_invariants = true;
-  return e;
-}
-
-class TensorParallel : public ::testing::TestWithParam<WeightFormat> {};
 
 // Every step of a whole-model engine run, replayed through the split model's leader runner and
 // through a whole-model runner on fresh pools: the logits agree within fp32 rounding of the split
 // sums (f32), or within the 8-bit activation rounding those sums can flip (Q4_1).
 TEST_P(TensorParallel, EveryStepsLogitsEqualTheWholeModels) {
-  parallel::Communicator& comm = world();
-  const int p = comm.size();
-  const LlamaWeights full = convert_weights(model::random_llama(config_for(p), 11), GetParam());
-  const LlamaModel shard(parallel::shard_weights(full, comm.rank(), p), &comm);
-  if (comm.rank() != 0) {
-    parallel::follow_tensor_parallel_steps(shard);
-    return;
-  }
-  const Release release{shard};
-  const LlamaModel whole(full);
+  if (!lead(11)) return;
+  const int p = world().size();
+  const LlamaModel& shard = *shard_;
+  const LlamaModel whole(full_);
   EXPECT_EQ(shard.config().n_heads * p, whole.config().n_heads);
   EXPECT_LT(shard.weights().bytes(), whole.weights().bytes());
 
@@ -133,16 +114,10 @@ TEST_P(TensorParallel, EveryStepsLogitsEqualTheWholeModels) {
 // The engine over the split model (paging, chunked prefill, preemption) generates the whole
 // model's greedy tokens.
 TEST_P(TensorParallel, EngineGreedyTokensEqualTheWholeModels) {
-  parallel::Communicator& comm = world();
-  const int p = comm.size();
-  const LlamaWeights full = convert_weights(model::random_llama(config_for(p), 23), GetParam());
-  const LlamaModel shard(parallel::shard_weights(full, comm.rank(), p), &comm);
-  if (comm.rank() != 0) {
-    parallel::follow_tensor_parallel_steps(shard);
-    return;
-  }
-  const Release release{shard};
-  const LlamaModel whole(full);
+  if (!lead(23)) return;
+  const int p = world().size();
+  const LlamaModel& shard = *shard_;
+  const LlamaModel whole(full_);
   const auto requests = requests_for(whole.config().vocab_size, 9);
   const engine::ServingRun split = engine::serve("tp", shard, tight_engine(), requests);
   const engine::ServingRun alone = engine::serve("tp1", whole, tight_engine(), requests);

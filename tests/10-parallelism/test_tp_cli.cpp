@@ -1,7 +1,8 @@
-// `inferlab generate --tp N` as a user runs it (tools/cli/ranks.h): the command starts its own
-// ranks through mpirun, and the split model's greedy ids equal the whole model's — SmolLM2-135M
-// over 3 ranks (9 query heads, 3 KV heads: one each), random models over 2 and 4 (4 KV heads
-// split; 2 KV heads each on two ranks) — plus the splits that cannot be made and the rank that dies.
+// `inferlab generate --tp N` and `--pp N` as a user runs them (tools/cli/ranks.h): the command
+// starts its own ranks through mpirun, and the split model's greedy ids equal the whole model's —
+// SmolLM2-135M over 3 tensor-parallel ranks (9 query heads, 3 KV heads: one each) and 2 pipeline
+// stages, random models over 2 and 4 (4 KV heads split; 2 KV heads each on two ranks; 3 layers in
+// 2 and 3 stages) — plus the splits that cannot be made.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -50,6 +51,42 @@ TEST(TensorParallelCli, RandomModelsOverTwoAndFourRanksGenerateTheIdsOfOne) {
     EXPECT_FALSE(one.empty()) << shape;
     for (const int tp : {2, 4}) EXPECT_EQ(ids_of(request + " --tp " + std::to_string(tp)), one) << shape << ", tp " << tp;
   }
+}
+
+TEST(PipelineParallelCli, SmolLm2InTwoStagesGeneratesTheIdsOfOne) {
+  if (!std::filesystem::exists(INFERLAB_SMOLLM2_GGUF))
+    GTEST_FAIL() << "the model " << INFERLAB_SMOLLM2_GGUF << " is not installed: run ./inferlab setup";
+  const std::string request = "--model smollm2 --prompt 'The capital of France is' --max-new-tokens 12 --engine";
+  const std::string one = ids_of(request);
+  EXPECT_FALSE(one.empty());
+  EXPECT_EQ(ids_of(request + " --pp 2"), one);
+  EXPECT_EQ(ids_of(request + " --pp 2 --micro-batches 5"), one);
+}
+
+TEST(PipelineParallelCli, RandomModelsInTwoAndThreeStagesGenerateTheIdsOfOne) {
+  const std::string request = "--model random:tiny,dim=64,heads=8,kv_heads=4,hidden=128,vocab=250,layers=3,seed=6 "
+                              "--prompt-ids '3 14 15 92 65 35 89 79 32 38' --max-new-tokens 20 "
+                              "--num-blocks 8 --block-size 4 --max-seqs 2 --chunk 4 --budget 6 --engine";
+  const std::string one = ids_of(request);
+  EXPECT_FALSE(one.empty());
+  for (const int pp : {2, 3}) EXPECT_EQ(ids_of(request + " --pp " + std::to_string(pp)), one) << "pp " << pp;
+  EXPECT_EQ(ids_of(request + " --pp 3 --micro-batches 2"), one);
+}
+
+TEST(PipelineParallelCli, SplitsThatCannotBeMadeAreRefusedNamingPp) {
+  const auto deep = run("generate --model random:tiny,layers=3 --prompt-ids 1 --pp 4");
+  EXPECT_EQ(deep.exit_code, 2) << deep.output;
+  EXPECT_NE(deep.output.find("pp = 4"), std::string::npos) << deep.output;
+  EXPECT_NE(deep.output.find("n_layers = 3"), std::string::npos) << deep.output;
+  const auto both = run("generate --model random:tiny --prompt-ids 1 --pp 2 --tp 2");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("one way at a time"), std::string::npos) << both.output;
+  const auto lone = run("generate --model random:tiny --prompt-ids 1 --micro-batches 2");
+  EXPECT_EQ(lone.exit_code, 2) << lone.output;
+  EXPECT_NE(lone.output.find("--micro-batches"), std::string::npos) << lone.output;
+  const auto none = run("generate --model random:tiny --prompt-ids 1 --pp 2 --micro-batches 0");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("--micro-batches"), std::string::npos) << none.output;
 }
 
 TEST(TensorParallelCli, SplitsThatCannotBeMadeAreRefusedNamingTp) {

@@ -27,7 +27,7 @@
 #include "runtime/model/model_files.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/ranks.h"
-#include "runtime/parallel/tp_runner.h"
+#include "runtime/parallel/rank_runner.h"
 #include "tools/cli/sampling_options.h"
 #include "tools/cli/streamed_reply.h"
 #include "tools/cli/text_stream.h"
@@ -79,6 +79,12 @@ const char* kGenerateUsage =
                           engine. N must divide the query heads and the hidden width, and divide the KV
                           heads or be a multiple of them (SmolLM2-135M: 1 or 3). The same greedy ids as
                           --tp 1 where the top-2 margin exceeds fp32 rounding
+  --pp N                  split the model's layers into N pipeline stages, one a rank (chapter 10: each
+                          stage sends its activations to the next; the last sends the logits to rank 0):
+                          started through mpirun like --tp; N ≤ the layers. The same logits as --pp 1, bit
+                          for bit
+  --micro-batches M       with --pp: cut each step's tokens into M micro-batches that follow one another
+                          through the stages (default 4; the idle fraction is (N − 1) / (M + N − 1))
 )";
 
 // The prompt's ids: --prompt-ids, each checked against the vocabulary.
@@ -148,10 +154,10 @@ int generate(const std::vector<std::string>& argv) {
                                  "weights"};
   known.merge(sampling_option_names());
   known.merge(engine_option_names());
-  known.insert("tp");
+  known.insert({"tp", "pp", "micro-batches"});
   args.check_known(known);
   check_prompt_options(args);
-  const int tp = tensor_parallel_ranks(args);
+  const RankSplit split = rank_split(args);
   const std::string path = model::resolve_model_path(args.required("model"));
   // The tokenizer before the weights: a model without one fails at once.
   const std::optional<tokenizer::BpeTokenizer> tokenizer =
@@ -159,14 +165,14 @@ int generate(const std::vector<std::string>& argv) {
   // Without --weights the matrices keep the file's formats (a GGUF's Q4_1 / Q8_0, a checkpoint's fp32).
   std::optional<WeightFormat> format;
   if (args.has("weights")) format = parse_weight_format(args.required("weights"));
-  if (tp > 1 && !started_by_mpirun()) {  // --tp: checked here, then the ranks start over this command line
-    check_tensor_parallel_options(args, path, format, tp);
-    exec_through_mpirun("generate", argv, tp);
+  if (split.ranks() > 1 && !started_by_mpirun()) {  // checked here, then the ranks start over this command line
+    check_split_options(args, path, format, split);
+    exec_through_mpirun("generate", argv, split.ranks());
   }
-  const RankModel rank_model = load_rank_model(path, format, tp);
+  const RankModel rank_model = load_rank_model(path, format, split);
   const model::LlamaModel& m = *rank_model.model;
-  if (rank_model.follower()) {  // --tp: ranks 1 … N − 1 run rank 0's steps on their shards
-    parallel::follow_tensor_parallel_steps(m);
+  if (rank_model.follower()) {  // --tp / --pp: ranks 1 … N − 1 run rank 0's steps on their parts
+    parallel::follow_leader_steps(m);
     return 0;
   }
   const FollowersRelease release(rank_model);
@@ -195,7 +201,7 @@ int generate(const std::vector<std::string>& argv) {
   // generate_alone() is the cpu reference; any other backend, or a split model, runs through the
   // engine's runner.
   const bool through_engine =
-      args.has("engine") || tp > 1 || parse_backend(args.get_or("backend", "cpu")) != Backend::cpu;
+      args.has("engine") || split.ranks() > 1 || parse_backend(args.get_or("backend", "cpu")) != Backend::cpu;
   const engine::RequestOutput out = through_engine
                                         ? engine::serve("prompt", m, engine_config(args, m), std::span(&r, 1)).outputs.at(0)
                                         : engine::generate_alone(m, r, engine_config(args, m).kv_format);

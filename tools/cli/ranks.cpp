@@ -1,4 +1,4 @@
-// `--tp N`: mpirun starts the ranks, each loads its shard (ranks.h).
+// `--tp N` / `--pp N`: mpirun starts the ranks, each loads its part (ranks.h).
 #include "tools/cli/ranks.h"
 
 #include <unistd.h>
@@ -15,24 +15,37 @@
 #include "common/backend.h"
 #include "common/check.h"
 #include "runtime/model/llama_weights.h"
+#include "runtime/parallel/pipeline_parallel.h"
 #include "runtime/parallel/tensor_parallel.h"
-#include "runtime/parallel/tp_runner.h"
+#include "runtime/parallel/rank_runner.h"
 #include "runtime/parallel/mpi_communicator.h"
 
 namespace inferlab::cli {
 
-int tensor_parallel_ranks(const Args& args) {
-  const int64_t ranks = args.integer("tp").value_or(1);
-  require(ranks >= 1 && ranks <= 64, "--tp", ranks, "must be in [1, 64]");
-  return int(ranks);
+RankSplit rank_split(const Args& args) {
+  RankSplit split;
+  const int64_t tp = args.integer("tp").value_or(1), pp = args.integer("pp").value_or(1);
+  require(tp >= 1 && tp <= 64, "--tp", tp, "must be in [1, 64]");
+  require(pp >= 1 && pp <= 64, "--pp", pp, "must be in [1, 64]");
+  require(tp == 1 || pp == 1, "--pp", pp, "with --tp " + std::to_string(tp) + ": split a model one way at a time");
+  const int64_t m = args.integer("micro-batches").value_or(4);
+  require(m >= 1 && m <= 256, "--micro-batches", m, "must be in [1, 256]");
+  require(pp > 1 || !args.has("micro-batches"), "--micro-batches", m, "needs --pp N (N > 1): it cuts a pipeline's steps");
+  split.tp = int(tp);
+  split.pp = int(pp);
+  split.micro_batches = pp > 1 ? int(m) : 1;
+  return split;
 }
 
-void check_tensor_parallel_options(const Args& args, const std::string& path, std::optional<WeightFormat> format,
-                                   int ranks) {
+void check_split_options(const Args& args, const std::string& path, std::optional<WeightFormat> format,
+                         const RankSplit& split) {
   const std::string backend = args.get_or("backend", "cpu");
+  const std::string option = split.pp > 1 ? "--pp" : "--tp";
   require(parse_backend(backend) == Backend::cpu, "--backend", backend,
-          "must be cpu with --tp: a model split over ranks runs on cpu, over MPI");
-  parallel::check_tensor_split(model::load_model(path, format), ranks);
+          "must be cpu with " + option + ": a model split over ranks runs on cpu, over MPI");
+  const model::LlamaWeights weights = model::load_model(path, format);
+  if (split.tp > 1) parallel::check_tensor_split(weights, split.tp);
+  if (split.pp > 1) parallel::pipeline_split(weights.config, 0, split.pp);
 }
 
 bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
@@ -61,15 +74,20 @@ void exec_through_mpirun(const std::string& command, const std::vector<std::stri
   throw std::runtime_error(std::string("--tp: could not start ") + INFERLAB_MPIEXEC + ": " + std::strerror(errno));
 }
 
-RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> format, int ranks) {
+RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> format, const RankSplit& split) {
   RankModel m;
   model::LlamaWeights weights = model::load_model(path, format);
+  const int ranks = split.ranks();
   if (ranks > 1) {
-    parallel::check_tensor_split(weights, ranks);  // every rank refuses a bad split alike, before MPI
+    // Every rank refuses a bad split alike, before MPI.
+    if (split.tp > 1) parallel::check_tensor_split(weights, split.tp);
+    if (split.pp > 1) parallel::pipeline_split(weights.config, 0, split.pp);
     m.comm = parallel::make_mpi_communicator();
-    require(m.comm->size() == ranks, "--tp", ranks,
+    require(m.comm->size() == ranks, split.pp > 1 ? "--pp" : "--tp", ranks,
             "must equal the ranks mpirun started (" + std::to_string(m.comm->size()) + ")");
-    weights = parallel::shard_weights(weights, m.comm->rank(), ranks);  // the whole model is dropped here
+    // The whole model is dropped here: a rank keeps its part only.
+    weights = split.tp > 1 ? parallel::shard_weights(weights, m.comm->rank(), ranks)
+                           : parallel::stage_weights(weights, m.comm->rank(), ranks, split.micro_batches);
   }
   m.model = std::make_unique<model::LlamaModel>(std::move(weights), m.comm.get());
   return m;
@@ -78,7 +96,7 @@ RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> f
 FollowersRelease::~FollowersRelease() {
   if (!m_.comm || m_.comm->rank() != 0) return;
   try {
-    parallel::end_tensor_parallel_steps(*m_.model);
+    parallel::end_leader_steps(*m_.model);
   } catch (const std::exception& e) {
     std::cerr << "inferlab: could not release the other ranks: " << e.what() << "\n";
   }

@@ -1,13 +1,15 @@
 #pragma once
 /// @file ranks.h
-/// `--tp N` on the command line (chapter 10): a command whose model is split over N ranks starts
-/// the ranks itself, through Open MPI's mpirun, and each rank loads its shard.
+/// `--tp N` and `--pp N` on the command line (chapter 10): a command whose model is split over N
+/// ranks — tensor parallelism (each rank a shard of every layer) or pipeline parallelism (each
+/// rank a stage of layers) — starts the ranks itself, through Open MPI's mpirun, and each rank
+/// loads its part.
 ///
 ///     ./inferlab generate --model smollm2 --prompt "…" --tp 3
 ///       └─ exec mpirun -n 3 --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader
 ///                <this executable> generate --model smollm2 --prompt "…" --tp 3
-///            ├─ rank 0: loads its shard, runs the engine, prints   ┐ the same all-reduces
-///            └─ ranks 1, 2: load their shards, follow rank 0's steps ┘ every layer
+///            ├─ rank 0: loads its part, runs the engine, prints    ┐ the same collectives
+///            └─ ranks 1, 2: load their parts, follow rank 0's steps ┘ every step
 ///
 /// The flags are those a container needs (the shared-memory transport without CMA:
 /// OMPI_MCA_btl_vader_single_copy_mechanism=none; as root, OMPI_ALLOW_RUN_AS_ROOT), more
@@ -27,15 +29,27 @@
 
 namespace inferlab::cli {
 
-/// The value of --tp in @p args (1 without it). Throws std::invalid_argument naming "--tp" when it
-/// is not in [1, 64].
-int tensor_parallel_ranks(const Args& args);
+/// How a command's model is split over ranks: --tp N, or --pp N with --micro-batches M.
+struct RankSplit {
+  int tp = 1;             ///< tensor-parallel ranks (--tp)
+  int pp = 1;             ///< pipeline stages (--pp)
+  int micro_batches = 1;  ///< micro-batches a step is cut into on a pipeline (--micro-batches)
+  /// The ranks mpirun starts: tp · pp (one of them is 1).
+  int ranks() const { return tp * pp; }
+};
+
+/// --tp, --pp and --micro-batches in @p args (1, 1 and 4 without them; --micro-batches only
+/// with --pp). Throws std::invalid_argument naming the option when --tp or --pp is not in
+/// [1, 64], both are above 1 (the lab splits a model one way at a time), or --micro-batches is
+/// not in [1, 256] or is given without --pp.
+RankSplit rank_split(const Args& args);
 
 /// Checks, before any rank starts, what would make every rank fail: a backend other than cpu
-/// (--backend), and a model at @p path (in @p format) that cannot be split over @p ranks
-/// (parallel::check_tensor_split()). Throws std::invalid_argument naming the option.
-void check_tensor_parallel_options(const Args& args, const std::string& path, std::optional<WeightFormat> format,
-                                   int ranks);
+/// (--backend), and a model at @p path (in @p format) that cannot be split so
+/// (parallel::check_tensor_split(), parallel::pipeline_split()). Throws std::invalid_argument
+/// naming the option.
+void check_split_options(const Args& args, const std::string& path, std::optional<WeightFormat> format,
+                         const RankSplit& split);
 
 /// True when this process is one of mpirun's ranks (Open MPI's OMPI_COMM_WORLD_SIZE is set).
 bool started_by_mpirun();
@@ -44,23 +58,24 @@ bool started_by_mpirun();
 /// file comment); returns only on failure, by throwing std::runtime_error naming mpirun.
 [[noreturn]] void exec_through_mpirun(const std::string& command, const std::vector<std::string>& argv, int ranks);
 
-/// A model as one rank holds it: the whole model (ranks = 1), or this rank's shard with the
-/// ranks' communicator. The communicator outlives the model, which points to it.
+/// A model as one rank holds it: the whole model (one rank), or this rank's shard or stage with
+/// the ranks' communicator. The communicator outlives the model, which points to it.
 struct RankModel {
   std::unique_ptr<parallel::Communicator> comm;  ///< nullptr for the whole model
-  std::unique_ptr<model::LlamaModel> model;      ///< the whole model or this rank's shard
+  std::unique_ptr<model::LlamaModel> model;      ///< the whole model or this rank's part
   /// True on ranks 1 … N − 1, which follow rank 0's steps instead of running the command.
   bool follower() const { return comm && comm->rank() != 0; }
 };
 
-/// The model at @p path (weights in @p format, or the file's) for a command run with --tp
-/// @p ranks: the whole model for 1; otherwise the communicator of mpirun's ranks (its size must
-/// be @p ranks) and this rank's shard (parallel::shard_weights()). Throws std::invalid_argument
-/// naming "--tp" when the model cannot be split so.
-RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> format, int ranks);
+/// The model at @p path (weights in @p format, or the file's) for a command run with
+/// @p split: the whole model for one rank; otherwise the communicator of mpirun's ranks (its
+/// size must be split.ranks()) and this rank's shard (parallel::shard_weights()) or stage
+/// (parallel::stage_weights()). Throws std::invalid_argument naming "--tp" or "--pp" when the
+/// model cannot be split so.
+RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> format, const RankSplit& split);
 
 /// On rank 0 of a split model, tells the other ranks to return when it goes out of scope
-/// (parallel::end_tensor_parallel_steps()), normally or by an exception; nothing for the whole
+/// (parallel::end_leader_steps()), normally or by an exception; nothing for the whole
 /// model.
 class FollowersRelease {
  public:

@@ -1,7 +1,7 @@
-// Rank 0 leads, the others follow (tp_runner.h). Every message is one broadcast_vector() from
+// Rank 0 leads, the others follow (rank_runner.h). Every message is one broadcast_vector() from
 // rank 0: its first byte says what follows — a pool ('S': rows, layers are the model's, max_seq_len,
 // block size and count, the KV format's name), a plan ('P': encode_step_plan()) or the end ('E').
-#include "runtime/parallel/tp_runner.h"
+#include "runtime/parallel/rank_runner.h"
 
 #include <cstring>
 #include <optional>
@@ -47,18 +47,19 @@ PoolMessage decode_pool(const std::vector<uint8_t>& bytes) {
 }
 
 Communicator& communicator_of(const LlamaModel& model, bool leader) {
-  const model::TensorShard& shard = model.shard();
-  require(shard.split() && model.communicator() != nullptr, "model", "the whole model",
-          "must be a shard of a model split over ranks (shard_weights())");
-  require((shard.rank == 0) == leader, "rank", shard.rank,
+  const bool split = model.shard().split() || model.stage().split();
+  require(split && model.communicator() != nullptr, "model", "the whole model",
+          "must be a part of a model split over ranks (shard_weights(), stage_weights())");
+  const int rank = model.communicator()->rank();
+  require((rank == 0) == leader, "rank", rank,
           leader ? "must be 0: rank 0 leads the others" : "must not be 0: rank 0 leads the others");
   return *model.communicator();
 }
 
-// Rank 0's cpu runner: the plan to the others, then its own shard (the cpu runner's forward).
-class TensorParallelLeader final : public model::ModelRunner {
+// Rank 0's cpu runner: the plan to the others, then its own part (the cpu runner's forward).
+class LeaderRunner final : public model::ModelRunner {
  public:
-  TensorParallelLeader(const LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging,
+  LeaderRunner(const LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging,
                        const KvFormat& kv_format)
       : ModelRunner(model, shape, paging, kv_format),
         comm_(communicator_of(model, true)),
@@ -82,12 +83,12 @@ class TensorParallelLeader final : public model::ModelRunner {
 
 }  // namespace
 
-std::unique_ptr<model::ModelRunner> make_tensor_parallel_leader(const LlamaModel& model, const KvCacheShape& shape,
+std::unique_ptr<model::ModelRunner> make_leader_runner(const LlamaModel& model, const KvCacheShape& shape,
                                                                 const KvPaging& paging, const KvFormat& kv_format) {
-  return std::make_unique<TensorParallelLeader>(model, shape, paging, kv_format);
+  return std::make_unique<LeaderRunner>(model, shape, paging, kv_format);
 }
 
-void follow_tensor_parallel_steps(const LlamaModel& model) {
+void follow_leader_steps(const LlamaModel& model) {
   Communicator& comm = communicator_of(model, false);
   std::optional<KvStorage> pool;
   KvCacheShape shape{};
@@ -113,7 +114,7 @@ void follow_tensor_parallel_steps(const LlamaModel& model) {
   }
 }
 
-void end_tensor_parallel_steps(const LlamaModel& model) {
+void end_leader_steps(const LlamaModel& model) {
   std::vector<uint8_t> message = {uint8_t(kEnd)};
   broadcast_vector(communicator_of(model, true), message, 0);
 }

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Chapter 10's measurements, in one run, for the lesson's tables (docs/plots/ch10-parallelism.json):
+
+  (a) all-reduce latency against the message size, 2 ranks on this machine's 2 cores (MPI over
+      shared memory), and the α–β fit t(n) = α + β·n by least squares on the medians;
+  (b) prefill (a 512-token prompt in one step) and batch-1 decode (512 cached tokens) through the
+      engine, the model whole on 2 threads against split over ranks of 1 thread each — a random
+      model of chapter 07's `bench` shape in Q4_1 (12 query / 4 KV heads: tp 2) and SmolLM2 as
+      shipped (9 / 3 heads: tp 3, three ranks on two cores) — with the bytes every decode step
+      hands to all-reduce, against 2 · hidden · 4 bytes a token a layer;
+  (c) the decode step projected to p GPUs: the weights' bytes / (p · bandwidth) + 2 · layers ·
+      the all-reduce latency of a link, with published latencies (see LINKS).
+
+    build/venv/bin/python chapters/10-parallelism/parallel_study.py      # ~2 minutes, idle machine
+    build/venv/bin/python chapters/10-parallelism/parallel_study.py --projection-only   # (c) again
+
+Every run goes through mpirun with the flags of tools/cli/ranks.cpp; figures are medians.
+"""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "build" / os.environ.get("INFERLAB_PRESET", "default") / "chapters" / "parallel_bench"
+FLAGS = ["--oversubscribe", "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
+ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+       "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "GOMP_SPINCOUNT": "1000"}
+# Published latencies of a small all-reduce (the sources: ../shared/design/parallelism.md):
+# H100 over NVLink ≈ 9–10 µs (sglang PR #2904); 8× RTX 4090 over PCIe ≈ 43 µs (nccl issue #1530).
+LINKS = {"NVLink (H100, sglang #2904)": 9.5e-6, "PCIe (RTX 4090, nccl #1530)": 43e-6}
+# H100 SXM's memory bandwidth, NVIDIA's spec sheet (runtime/analysis/device_spec.cpp): 3.35 TB/s.
+H100_BYTES_PER_S = 3.35e12
+# Decoders to project: the fp16 bytes a decode step reads, and the layers. SmolLM2-135M: 269.1 MB
+# (chapter 08's f16 row), 30 layers; Llama-2-70B's shape (hidden 8192, 80 layers, 64 / 8 heads,
+# FFN 28672, vocab 32000): 137.4 GB read a forward, as `inferlab analyze --hidden 8192 --layers 80
+# --heads 64 --kv-heads 8 --ffn 28672 --vocab 32000 --weights fp16` counts it.
+PROJECTED = {"SmolLM2-135M fp16": (269.1e6, 30), "Llama-2-70B fp16": (137.4e9, 80)}
+
+
+def mpirun(ranks, threads, *args):
+    command = ["mpirun", "-n", str(ranks), *FLAGS, str(BENCH), *args]
+    print(f"$ OMP_NUM_THREADS={threads} " + " ".join(command), flush=True)
+    run = subprocess.run(command, env={**ENV, "OMP_NUM_THREADS": str(threads)}, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"parallel_study: failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
+    return json.loads(run.stdout)
+
+
+def fit(rows):
+    """t = α + β·bytes over the rows' medians, least squares on the *relative* error (weights 1/t²):
+    the sizes span seven decades, and a plain fit would give the large messages all the say (and a
+    negative α)."""
+    xs = [r["bytes"] for r in rows]
+    ys = [r["median_s"] for r in rows]
+    ws = [1 / y ** 2 for y in ys]
+    s0, s1, s2 = sum(ws), sum(w * x for w, x in zip(ws, xs)), sum(w * x * x for w, x in zip(ws, xs))
+    t0, t1 = sum(w * y for w, y in zip(ws, ys)), sum(w * x * y for w, x, y in zip(ws, xs, ys))
+    det = s0 * s2 - s1 * s1
+    return (t0 * s2 - s1 * t1) / det, (s0 * t1 - s1 * t0) / det
+
+
+def main():
+    out = ROOT / "docs" / "plots" / "ch10-parallelism.json"
+    if sys.argv[1:] == ["--projection-only"]:  # (c) alone, into the existing JSON: no measurement
+        study = json.loads(out.read_text())
+        study["projection"] = project()
+        out.write_text(json.dumps(study, indent=1) + "\n")
+        print_tables(study)
+        return
+    if not BENCH.exists():
+        sys.exit(f"parallel_study: {BENCH} is missing: build it with cmake --build --preset default --target parallel_bench")
+    started = time.time()
+    study = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                         "load_average_before": os.getloadavg()[0]},
+             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                      capture_output=True).stdout.strip()}
+    a = mpirun(2, 1, "allreduce", "--max-floats", str(1 << 22))
+    alpha, beta = fit(a["allreduce"])
+    study["allreduce"] = {"ranks": 2, "rows": a["allreduce"], "alpha_s": alpha, "beta_s_per_byte": beta,
+                          "bandwidth_bytes_per_s": 1 / beta}
+    runs = []
+    for name, spec, weights, split in (("bench q4_1", "random:bench", ["--weights", "q4_1"], 2),
+                                       ("SmolLM2 (file)", "smollm2", [], 3)):
+        common = ["model", "--model", spec, *weights, "--prompt", "512", "--decode", "32", "--repeats", "5"]
+        for ranks, threads in ((1, 2), (split, 1)):
+            r = mpirun(ranks, threads, *common)
+            r["name"], r["threads_per_rank"] = name, threads
+            runs.append(r)
+    study["models"] = runs
+    study["projection"] = project()
+    study["machine"]["load_average_after"] = os.getloadavg()[0]
+    study["wall_seconds"] = time.time() - started
+    out.write_text(json.dumps(study, indent=1) + "\n")
+    print(f"parallel_study: wrote {out} ({study['wall_seconds']:.0f} s)")
+    print_tables(study)
+
+
+def project():
+    """(c): the decode step on p H100s' memory bandwidth, with each link's all-reduce latency —
+    2 · layers all-reduces a step, whose bandwidth term (2 · hidden · 2 bytes a token) is left out:
+    at batch 1 it is nanoseconds against microseconds of latency."""
+    projection = []
+    for model, (bytes_fp16, layers) in PROJECTED.items():
+        for p in (1, 2, 4, 8):
+            memory = bytes_fp16 / (p * H100_BYTES_PER_S)
+            for link, latency in LINKS.items():
+                comm = 0.0 if p == 1 else 2 * layers * latency
+                projection.append({"model": model, "gpus": p, "link": link, "memory_s": memory, "allreduce_s": comm,
+                                   "step_s": memory + comm})
+    for row in projection:
+        one = next(r for r in projection if r["model"] == row["model"] and r["gpus"] == 1 and r["link"] == row["link"])
+        row["speedup"] = one["step_s"] / row["step_s"]
+    return {"h100_bytes_per_s": H100_BYTES_PER_S, "links_s": LINKS, "rows": projection}
+
+
+def print_tables(study):
+    a = study["allreduce"]
+    print(f"\n(a) all-reduce, 2 ranks: α = {a['alpha_s'] * 1e6:.2f} µs, 1/β = {a['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
+    for r in a["rows"]:
+        print(f"  {r['bytes']:>9} B  {r['median_s'] * 1e6:9.2f} µs")
+    print("\n(b) model | ranks × threads | prefill tok/s | decode tok/s | collectives share | payload B/token/layer")
+    for r in study["models"]:
+        print(f"  {r['name']} | {r['ranks']} × {r['threads_per_rank']} | {r['prefill_tokens_per_s']:.0f} | "
+              f"{r['decode_tokens_per_s']:.1f} | {r['median_collective_share_of_decode_step']:.1%} | "
+              f"{r['measured_payload_bytes_per_token_per_layer'] or 0:.0f} (predicted {r['predicted_payload_bytes_per_token_per_layer']})")
+    print("\n(c) projection: model | GPUs | link | step ms | speed-up")
+    for r in study["projection"]["rows"]:
+        print(f"  {r['model']} | {r['gpus']} | {r['link']} | {r['step_s'] * 1e3:.3f} | {r['speedup']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
