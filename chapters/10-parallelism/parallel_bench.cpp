@@ -11,9 +11,13 @@
 //       prefill (one step) and then decode steps of B tokens with that context; the median of
 //       each, the bytes handed to the collectives and to send / receive per decode step, the time
 //       spent in them (a counting wrapper around the communicator: on a pipeline, rank 0's wait
-//       for the others is its idle time), and every rank's resident memory (VmRSS) once loaded.
+//       for the others is its idle time), every rank's resident memory (VmRSS) once loaded and
+//       the whole model's pages returned (malloc_trim), less the program's before loading, and a
+//       token's KV bytes in rank 0's pool.
 //
 // Rank 0 prints one JSON object on stdout; the other ranks print nothing.
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -132,6 +136,7 @@ int model_run(const Args& args, parallel::Communicator& world) {
   const std::string split = args.get_or("split", "tp");
   require(split == "tp" || split == "pp", "--split", split, "must be tp or pp");
   const int micro_batches = int(args.integer("micro-batches").value_or(1));
+  const double baseline_rss = resident_bytes();  // the program and its libraries, before any weight
   model::LlamaWeights whole = model::load_model(spec, format);
   const model::LlamaConfig full = whole.config;
   const int64_t whole_bytes = whole.bytes();
@@ -142,11 +147,14 @@ int model_run(const Args& args, parallel::Communicator& world) {
   whole = {};
   const int64_t part_bytes = mine.bytes();
   const model::LlamaModel m(std::move(mine), p > 1 ? &comm : nullptr);
+  malloc_trim(0);  // the whole model's freed pages back to the system: the RSS is what the rank keeps
   const double loaded_rss = resident_bytes();
+  // A token's K and V in this rank's pool (fp32): its layers × its KV heads.
+  const int64_t kv_bytes_per_token = 2 * m.config().n_layers * m.config().kv_dim() * 4;
   // Every rank's resident memory, gathered at the end (a collective: the followers too).
   const auto gather_rss = [&] {
     std::vector<float> all(static_cast<size_t>(p));
-    const float mine_mb = float(loaded_rss / 1e6);
+    const float mine_mb = float((loaded_rss - baseline_rss) / 1e6);
     world.all_gather(std::span(&mine_mb, 1), all);
     return all;
   };
@@ -198,7 +206,8 @@ int model_run(const Args& args, parallel::Communicator& world) {
     }
   }
   if (p > 1) parallel::end_leader_steps(m);
-  const std::vector<float> rss_mb = p > 1 ? gather_rss() : std::vector<float>{float(loaded_rss / 1e6)};
+  const std::vector<float> rss_mb =
+      p > 1 ? gather_rss() : std::vector<float>{float((loaded_rss - baseline_rss) / 1e6)};
   const double ring = p > 1 ? 2.0 * (p - 1) / p : 0.0;
   const bool pipeline = p > 1 && split == "pp";
   const Json out = {
@@ -212,6 +221,8 @@ int model_run(const Args& args, parallel::Communicator& world) {
       {"whole_weight_bytes", whole_bytes},
       {"rank0_weight_bytes", part_bytes},
       {"resident_mb_per_rank", rss_mb},
+      {"rank0_kv_bytes_per_token", kv_bytes_per_token},
+      {"whole_kv_bytes_per_token", 2 * full.n_layers * full.kv_dim() * 4},
       {"prompt_tokens", prompt},
       {"decode_steps", decode},
       {"repeats", repeats},

@@ -9,9 +9,15 @@
       shipped (9 / 3 heads: tp 3, three ranks on two cores) — with the bytes every decode step
       hands to all-reduce, against 2 · hidden · 4 bytes a token a layer;
   (c) the decode step projected to p GPUs: the weights' bytes / (p · bandwidth) + 2 · layers ·
-      the all-reduce latency of a link, with published latencies (see LINKS).
+      the all-reduce latency of a link, with published latencies (see LINKS);
+  (d) pipeline parallelism: the `bench` model in 2 stages of 1 thread, each step cut into m = 1,
+      2, 4, 8 micro-batches, against the whole model on 1 and on 2 threads — prefill and decode at
+      batch 1 (512-token prompts) and at batch 8 (128-token prompts); the bubble measured two ways
+      (rank 0's wait in send / receive, and 1 − t(whole, 1 thread) / (p · t(pipeline))) against
+      (p − 1)/(m + p − 1); SmolLM2 in 2 stages; every rank's resident memory.
 
-    build/venv/bin/python chapters/10-parallelism/parallel_study.py      # ~2 minutes, idle machine
+    build/venv/bin/python chapters/10-parallelism/parallel_study.py      # ~7 minutes, idle machine
+    build/venv/bin/python chapters/10-parallelism/parallel_study.py --only pipeline   # (d) alone, into the JSON
     build/venv/bin/python chapters/10-parallelism/parallel_study.py --projection-only   # (c) again
 
 Every run goes through mpirun with the flags of tools/cli/ranks.cpp; figures are medians.
@@ -72,6 +78,14 @@ def main():
         out.write_text(json.dumps(study, indent=1) + "\n")
         print_tables(study)
         return
+    if sys.argv[1:] == ["--only", "pipeline"]:  # (d) alone, into the existing JSON
+        study = json.loads(out.read_text())
+        started = time.time()
+        study["pipeline"] = pipeline()
+        study["pipeline"]["wall_seconds"] = time.time() - started
+        out.write_text(json.dumps(study, indent=1) + "\n")
+        print_tables(study)
+        return
     if not BENCH.exists():
         sys.exit(f"parallel_study: {BENCH} is missing: build it with cmake --build --preset default --target parallel_bench")
     started = time.time()
@@ -93,11 +107,45 @@ def main():
             runs.append(r)
     study["models"] = runs
     study["projection"] = project()
+    study["pipeline"] = pipeline()
     study["machine"]["load_average_after"] = os.getloadavg()[0]
     study["wall_seconds"] = time.time() - started
     out.write_text(json.dumps(study, indent=1) + "\n")
     print(f"parallel_study: wrote {out} ({study['wall_seconds']:.0f} s)")
     print_tables(study)
+
+
+def pipeline():
+    """(d): the bench model (Q4_1) whole on 1 and 2 threads and in 2 stages of 1 thread with m
+    micro-batches; at batch 1 (512-token prompt) and batch 8 (128-token prompts); and SmolLM2."""
+    load = os.getloadavg()[0]
+    runs = []
+    for batch, prompt in ((1, 512), (8, 128)):
+        common = ["model", "--model", "random:bench", "--weights", "q4_1", "--prompt", str(prompt), "--decode", "32",
+                  "--repeats", "5", "--batch", str(batch)]
+        for ranks, threads, m in ((1, 1, 1), (1, 2, 1), (2, 1, 1), (2, 1, 2), (2, 1, 4), (2, 1, 8)):
+            extra = ["--split", "pp", "--micro-batches", str(m)] if ranks > 1 else []
+            r = mpirun(ranks, threads, *common, *extra)
+            r["name"], r["threads_per_rank"] = "bench q4_1", threads
+            runs.append(r)
+    for ranks, threads in ((1, 2), (2, 1)):
+        extra = ["--split", "pp", "--micro-batches", "4"] if ranks > 1 else []
+        r = mpirun(ranks, threads, "model", "--model", "smollm2", "--prompt", "512", "--decode", "32", "--repeats", "5",
+                   *extra)
+        r["name"], r["threads_per_rank"] = "SmolLM2 (file)", threads
+        runs.append(r)
+    # The bubble from the times: the whole model's work on 1 thread, spread over p stages, against
+    # the pipeline's step — the share of the p cores' time the pipeline leaves idle.
+    for r in runs:
+        if r["split"] != "pp":
+            continue
+        one = next(o for o in runs if o["name"] == r["name"] and o["ranks"] == 1 and o["threads_per_rank"] == 1
+                   and o["batch"] == r["batch"]) if r["name"] == "bench q4_1" else None
+        if one:
+            p = r["ranks"]
+            r["idle_share_prefill_from_times"] = 1 - one["median_prefill_s"] / (p * r["median_prefill_s"])
+            r["idle_share_decode_from_times"] = 1 - one["median_decode_step_s"] / (p * r["median_decode_step_s"])
+    return {"runs": runs, "load_average_before": load, "load_average_after": os.getloadavg()[0]}
 
 
 def project():
@@ -128,6 +176,17 @@ def print_tables(study):
         print(f"  {r['name']} | {r['ranks']} × {r['threads_per_rank']} | {r['prefill_tokens_per_s']:.0f} | "
               f"{r['decode_tokens_per_s']:.1f} | {r['median_collective_share_of_decode_step']:.1%} | "
               f"{r['measured_payload_bytes_per_token_per_layer'] or 0:.0f} (predicted {r['predicted_payload_bytes_per_token_per_layer']})")
+    if "pipeline" in study:
+        print("\n(d) pipeline: model | batch | ranks × threads | m | prefill tok/s | decode tok/s | rank 0 wait "
+              "prefill / decode | idle from times prefill / decode | predicted bubble prefill / decode | RSS MB a rank")
+        for r in study["pipeline"]["runs"]:
+            idle = (f"{r['idle_share_prefill_from_times']:.1%} / {r['idle_share_decode_from_times']:.1%}"
+                    if "idle_share_prefill_from_times" in r else "—")
+            print(f"  {r['name']} | {r['batch']} | {r['ranks']} × {r['threads_per_rank']} | {r['micro_batches']} | "
+                  f"{r['prefill_tokens_per_s']:.0f} | {r['decode_tokens_per_s']:.1f} | "
+                  f"{r['rank0_wait_share_of_prefill']:.1%} / {r['rank0_wait_share_of_decode_step']:.1%} | {idle} | "
+                  f"{r['predicted_bubble_prefill']:.3f} / {r['predicted_bubble_decode']:.3f} | "
+                  f"{', '.join(f'{x:.0f}' for x in r['resident_mb_per_rank'])}")
     print("\n(c) projection: model | GPUs | link | step ms | speed-up")
     for r in study["projection"]["rows"]:
         print(f"  {r['model']} | {r['gpus']} | {r['link']} | {r['step_s'] * 1e3:.3f} | {r['speedup']:.2f}")

@@ -107,6 +107,9 @@ TEST_F(Cli, QuickTourRunsAndEndsWithTheTable) {
   EXPECT_NE(r.output.find("Chapter 06"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Chapter 08"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Chapter 09"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Chapter 10"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("The split models are the model"), std::string::npos) << r.output;  // tp 3, pp 2, tp 2
+  EXPECT_EQ(r.output.find("DIFFERENT"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("WRONG"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("% roof"), std::string::npos) << r.output;
 }

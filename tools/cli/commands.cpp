@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "chapters/tour.h"
+#include "tools/cli/tour_parallel.h"
 #include "tools/cli/tour_serving.h"
 #include "common/args.h"
 #include "common/check.h"
@@ -91,6 +92,7 @@ int tour(const std::vector<std::string>& argv) {
   tour_chapter07(std::cout, roofline, options);
   tour_chapter08(std::cout, roofline, options);
   tour_chapter09(std::cout, options);
+  tour_chapter10(std::cout, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }

@@ -48,6 +48,13 @@ void check_split_options(const Args& args, const std::string& path, std::optiona
   if (split.pp > 1) parallel::pipeline_split(weights.config, 0, split.pp);
 }
 
+std::string this_executable() {
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  if (error) throw std::runtime_error("cannot read /proc/self/exe: " + error.message());
+  return self;
+}
+
 bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
 void exec_through_mpirun(const std::string& command, const std::vector<std::string>& argv, int ranks) {
@@ -58,10 +65,7 @@ void exec_through_mpirun(const std::string& command, const std::vector<std::stri
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);  // containers forbid CMA
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   setenv("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / unsigned(ranks))).c_str(), 0);
-  // This executable by its path: /proc/self/exe in mpirun's children would be mpirun.
-  std::error_code error;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
-  if (error) throw std::runtime_error("--tp: cannot read /proc/self/exe: " + error.message());
+  const std::string self = this_executable();
   std::vector<std::string> words = {INFERLAB_MPIEXEC, "-n", std::to_string(ranks), "--oversubscribe",
                                     "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", "self,vader",
                                     self, command};

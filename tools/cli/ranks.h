@@ -51,6 +51,10 @@ RankSplit rank_split(const Args& args);
 void check_split_options(const Args& args, const std::string& path, std::optional<WeightFormat> format,
                          const RankSplit& split);
 
+/// This executable's path (/proc/self/exe resolved: in mpirun's children that link would name
+/// mpirun). Throws std::runtime_error when it cannot be read.
+std::string this_executable();
+
 /// True when this process is one of mpirun's ranks (Open MPI's OMPI_COMM_WORLD_SIZE is set).
 bool started_by_mpirun();
 
