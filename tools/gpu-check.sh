@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU check: on a machine with an NVIDIA GPU, build the cuda configuration, run the cuda tests
-# (ctest -L cuda) and the benchmarks, and write a short report. CI never needs this script: it
+# (ctest -L cuda: chapter 10's NCCL communicator among them, a world of one rank on one GPU) and
+# the benchmarks, and write a short report. CI never needs this script: it
 # proves the kernels on the SIMT emulator; this is the same check on real hardware.
 #
 #   tools/gpu-check.sh                     # build in build/gpu, report in build/gpu/gpu-report.md
