@@ -455,6 +455,70 @@ class IntegrityTests(unittest.TestCase):
         self.assertTrue(grade.blames_student(["tests/09-serving/test_ch09_student"], "09"))
         self.assertFalse(grade.blames_student(["tests/09-serving/CMakeFiles/inferlab_ch09_reference.dir/a.cpp.o"], "09"))
 
+    def test_chapter_10_is_graded_and_its_contract_alone_is_offered(self):
+        # exercises/10-parallelism/ is a chapter the grader finds; its contract headers may be included,
+        # the lab's sharding, communicator and the thread world it is graded on may not.
+        from grading import integrity
+        self.assertIn(("10", "parallelism"), [(c.number, c.slug) for c in grade.discover_chapters()])
+        root = integrity.ROOT
+        student, build = root / "solutions", root / "build" / "x"
+        for header in (root / "exercises" / "10-parallelism" / "ch10.h",
+                       root / "exercises" / "10-parallelism" / "predictions.h", Path("/usr/include/x86_64-linux-gnu/mpi/mpi.h")):
+            self.assertIsNone(integrity.include_problem(header, student, build), header)
+        for header in (root / "kernels" / "layers" / "weight.h", root / "runtime" / "parallel" / "tensor_parallel.h",
+                       root / "runtime" / "parallel" / "communicator.h", root / "tests" / "10-parallelism" / "thread_world.h",
+                       root / "exercises" / "10-parallelism" / "ring_all_reduce.cpp"):
+            self.assertIsNotNone(integrity.include_problem(header, student, build), header)
+        self.assertTrue(grade.blames_student(["exercises/CMakeFiles/student_ch10.dir/10-parallelism/shard.cpp.o"], "10"))
+        self.assertTrue(grade.blames_student(["tests/10-parallelism/test_ch10_student"], "10"))
+        self.assertFalse(grade.blames_student(["tests/10-parallelism/CMakeFiles/test_ch10_ring_mpi.dir/a.cpp.o"], "10"))
+        self.assertTrue(grade.declares_graded_test("10-parallelism", "test_ch10_student"))
+
+    def test_mpi_is_a_forbidden_reference(self):
+        # MPI's library is not under the build folder, so the references to it are named by their C
+        # names: a ring all-reduce by MPI_Allreduce (MPI_FLOAT, MPI_SUM and MPI_COMM_WORLD are Open
+        # MPI's ompi_* handles) is refused; a student name that merely contains "mpi" is not.
+        from grading import integrity
+        for name in ("MPI_Allreduce", "PMPI_Send", "ompi_mpi_comm_world", "ompi_mpi_float", "mca_pml_base_send"):
+            self.assertTrue(integrity.FORBIDDEN_EXTERNAL.match(name), name)
+        for name in ("_ZN8inferlab7student15ring_all_reduceERNS0_4LinkESt4spanIfLm18446744073709551615EE",
+                     "memcpy", "impi_helper", "_ZN3mpi4sendEv"):
+            self.assertIsNone(integrity.FORBIDDEN_EXTERNAL.match(name), name)
+
+    def test_the_libraries_a_graded_program_links_are_built_before_the_inspection(self):
+        # The inspection forbids what the lab's libraries define, so those the graded program links
+        # are listed (from Ninja's graph) and built first: the student's own and system ones left out.
+        import shutil
+        if shutil.which("ninja") is None:
+            self.skipTest("needs ninja")
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "build.ninja").write_text(
+                "rule touch\n  command = touch $out\n"
+                "build kernels/libinferlab_kernels.a: touch\n"
+                "build tests/09-serving/libinferlab_ch09_reference.a: touch\n"
+                "build exercises/libstudent_ch09.a: touch\n"
+                "build tests/09-serving/test_ch09_student: touch tests/09-serving/main.cpp.o | "
+                "kernels/libinferlab_kernels.a exercises/libstudent_ch09.a /usr/lib/libz.so "
+                "tests/09-serving/libinferlab_ch09_reference.a || kernels/libinferlab_kernels.a\n"
+                "build tests/09-serving/main.cpp.o: touch\n"
+                "build test_ch09_student: phony tests/09-serving/test_ch09_student\n"
+                "build student_ch09_tests: phony test_ch09_student\n")
+            self.assertEqual(grade.lab_libraries(Path(tmp), "test_ch09_student"),
+                             ["kernels/libinferlab_kernels.a", "tests/09-serving/libinferlab_ch09_reference.a"])
+            self.assertEqual(grade.lab_libraries(Path(tmp), "no_such_target"), [])
+
+    def test_chapters_restricts_the_run(self):
+        chapters = [grade.Chapter("09", "serving"), grade.Chapter("10", "parallelism"), grade.Chapter("01", "x")]
+        self.assertEqual(grade.select_chapters(chapters, None), chapters)
+        self.assertEqual([c.number for c in grade.select_chapters(chapters, ["10", "01"])], ["10", "01"])
+        with self.assertRaises(grade.GradeError) as caught:
+            grade.select_chapters(chapters, ["11"])
+        self.assertIn("no chapter 11", str(caught.exception))
+        self.assertEqual(grade.parse_args(["--chapters", "09,10"]).chapters, ["09", "10"])
+        self.assertIsNone(grade.parse_args([]).chapters)
+        with self.assertRaises(SystemExit):
+            grade.parse_args(["--chapters", "9"])
+
     def test_a_graded_program_declared_in_an_included_cmake_file_is_found(self):
         # Chapters 08 and 09 declare test_chNN_student in student.cmake (included by CMakeLists.txt):
         # a student tree without the chapter's sources is then "missing", not "no graded tests".
@@ -462,6 +526,7 @@ class IntegrityTests(unittest.TestCase):
         self.assertTrue(grade.declares_graded_test("09-serving", "test_ch09_student"))
         self.assertTrue(grade.declares_graded_test("01-naive-cpu-attention", "test_ch01_student"))
         self.assertFalse(grade.declares_graded_test("09-serving", "test_ch10_student"))
+        self.assertTrue(grade.declares_graded_test("10-parallelism", "test_ch10_student"))
         self.assertFalse(grade.declares_graded_test("99-no-such-chapter", "test_ch99_student"))
 
     def test_the_instrumentation_constructor_is_the_only_startup_code_allowed(self):

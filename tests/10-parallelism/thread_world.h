@@ -260,8 +260,8 @@ using RingFn = std::function<void(student::Link& link, std::span<float> data)>;
 inline WorldResult run_ring_world(std::vector<std::vector<float>> inputs, const RingFn& ring) {
   const int p = int(inputs.size());
   ThreadWorld world(p);
-  std::vector<std::exception_ptr> not_implemented(size_t(p));
-  std::vector<std::string> threw(size_t(p));
+  std::vector<std::exception_ptr> not_implemented(static_cast<size_t>(p));
+  std::vector<std::string> threw(static_cast<size_t>(p));
   std::vector<std::thread> threads;
   for (int r = 0; r < p; ++r)
     threads.emplace_back([&, r] {

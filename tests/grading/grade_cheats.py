@@ -40,6 +40,8 @@ EXPECTED = {
     "sandbox-escape": ("07", "tests"),       # open/kill/fork/exec all fail, the exit fails the call
     "quant-reference": ("08", "inspection"),  # 8.1 by the lab's dequantizer, declared by hand
     "admission-reference": ("09", "inspection"),  # 9.3's Retry-After by the server's, declared by hand
+    "shard-reference": ("10", "inspection"),  # 10.1 by the lab's Weight::take_rows / take_columns, declared by hand
+    "mpi-ring": ("10", "inspection"),          # 10.2 by MPI_Allreduce (<mpi/mpi.h>, a system header)
     # a kernel for show, the host reading device memory: the emulator's host-access report
     "kernel-for-show": ("02", "tests", "simt: memcheck: host code read device memory allocated at softmax_rows.cu:"),
 }

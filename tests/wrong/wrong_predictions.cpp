@@ -25,6 +25,7 @@
 #include "tests/07-continuous-batching/predictions_check.h"
 #include "tests/08-real-model/predictions_check.h"
 #include "tests/09-serving/predictions_check.h"
+#include "tests/10-parallelism/predictions_check.h"
 
 namespace inferlab {
 namespace {
@@ -563,6 +564,83 @@ TEST(WrongPredictionsCh09, LittlesLawUpsideDown) {
                     return rate / (ttft + double(n - 1) * tpot);
                   }),
                   "λ / W instead of λ · W");
+}
+
+
+// ---- chapter 10 ----
+
+double ch10_step(double w, int64_t p, double gbs, int64_t layers, double latency) {
+  return w / (double(p) * gbs * 1e9) + (p == 1 ? 0.0 : 2.0 * double(layers) * latency);
+}
+
+int64_t ch10_replicas(int64_t h, int64_t g, int64_t p) {
+  if (h % p != 0) return 0;
+  if (p <= g) return g % p == 0 ? 1 : 0;
+  return p % g == 0 ? p / g : 0;
+}
+
+TEST(WrongPredictionsCh10, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch10::check_pipeline_bubble(
+      [](int64_t p, int64_t m) { return double(p - 1) / double(m + p - 1); }));
+  EXPECT_TRUE(testing::ch10::check_allreduce_payload([](int64_t d, int64_t b) { return 2.0 * double(d * b); }));
+  EXPECT_TRUE(testing::ch10::check_ring_bytes([](double n, int64_t p) { return 2.0 * double(p - 1) / double(p) * n; }));
+  EXPECT_TRUE(testing::ch10::check_tp_step_seconds(ch10_step));
+  EXPECT_TRUE(testing::ch10::check_tp_speedup([](double w, int64_t p, double gbs, int64_t l, double a) {
+    return ch10_step(w, 1, gbs, l, a) / ch10_step(w, p, gbs, l, a);
+  }));
+  EXPECT_TRUE(testing::ch10::check_kv_replicas(ch10_replicas));
+}
+
+TEST(WrongPredictionsCh10, BubbleOneSlotOff) {
+  expect_rejected(testing::ch10::check_pipeline_bubble(
+                      [](int64_t p, int64_t m) { return double(p - 1) / double(m + p); }),
+                  "(p − 1) / (m + p), one slot too many");
+}
+
+TEST(WrongPredictionsCh10, BubbleOverTheWorkingTime) {
+  expect_rejected(testing::ch10::check_pipeline_bubble([](int64_t p, int64_t m) { return double(p - 1) / double(m); }),
+                  "(p − 1) / m, the idle time over the working time");
+}
+
+TEST(WrongPredictionsCh10, PayloadOfOneAllReduceALayer) {
+  expect_rejected(testing::ch10::check_allreduce_payload([](int64_t d, int64_t b) { return double(d * b); }),
+                  "one all-reduce a layer");
+}
+
+TEST(WrongPredictionsCh10, RingReduceScatterAlone) {
+  expect_rejected(testing::ch10::check_ring_bytes([](double n, int64_t p) { return double(p - 1) / double(p) * n; }),
+                  "the reduce-scatter alone");
+}
+
+TEST(WrongPredictionsCh10, StepWithTheWholeModelOnEveryRank) {
+  expect_rejected(testing::ch10::check_tp_step_seconds([](double w, int64_t p, double gbs, int64_t l, double a) {
+                    return ch10_step(w * double(p), p, gbs, l, a);
+                  }),
+                  "the whole model read by each rank");
+}
+
+TEST(WrongPredictionsCh10, StepWithAllReducesOnOneRank) {
+  expect_rejected(testing::ch10::check_tp_step_seconds([](double w, int64_t p, double gbs, int64_t l, double a) {
+                    return w / (double(p) * gbs * 1e9) + 2.0 * double(l) * a;
+                  }),
+                  "all-reduces on one rank too");
+}
+
+TEST(WrongPredictionsCh10, TheIdealSpeedUp) {
+  expect_rejected(testing::ch10::check_tp_speedup([](double, int64_t p, double, int64_t, double) { return double(p); }),
+                  "the ideal p");
+}
+
+TEST(WrongPredictionsCh10, GqaWithoutReplication) {
+  expect_rejected(testing::ch10::check_kv_replicas(
+                      [](int64_t h, int64_t g, int64_t p) -> int64_t { return h % p == 0 && g % p == 0 ? 1 : 0; }),
+                  "no replication");
+}
+
+TEST(WrongPredictionsCh10, GqaWithoutTheQueryHeads) {
+  expect_rejected(testing::ch10::check_kv_replicas(
+                      [](int64_t, int64_t g, int64_t p) { return ch10_replicas(p * g, g, p); }),
+                  "the query heads forgotten");
 }
 
 }  // namespace

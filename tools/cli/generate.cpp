@@ -205,7 +205,7 @@ int generate(const std::vector<std::string>& argv) {
   const engine::RequestOutput out = through_engine
                                         ? engine::serve("prompt", m, engine_config(args, m), std::span(&r, 1)).outputs.at(0)
                                         : engine::generate_alone(m, r, engine_config(args, m).kv_format);
-  if (!args.has("ids")) std::cout << "model: " << m.config().describe() << "\n" << "generated " << out.tokens.size()
+  if (!args.has("ids")) std::cout << "model: " << rank_model.description << "\n" << "generated " << out.tokens.size()
                                   << " tokens (" << to_string(out.reason) << "):\n";
   for (size_t i = 0; i < out.tokens.size(); ++i) std::cout << (i ? " " : "") << out.tokens[i];
   std::cout << "\n";

@@ -1,6 +1,7 @@
 // `--tp N` / `--pp N`: mpirun starts the ranks, each loads its part (ranks.h).
 #include "tools/cli/ranks.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +75,12 @@ void exec_through_mpirun(const std::string& command, const std::vector<std::stri
   for (std::string& w : words) c_argv.push_back(w.data());
   c_argv.push_back(nullptr);
   std::cout.flush();
+  // mpirun forwards SIGINT / SIGTERM to the ranks: it must not inherit a caller's blocked signals
+  // (serve blocks them for its threads) nor an ignored SIGPIPE (exec keeps ignored dispositions).
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
   execv(INFERLAB_MPIEXEC, c_argv.data());
   throw std::runtime_error(std::string("--tp: could not start ") + INFERLAB_MPIEXEC + ": " + std::strerror(errno));
 }
@@ -81,6 +88,7 @@ void exec_through_mpirun(const std::string& command, const std::vector<std::stri
 RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> format, const RankSplit& split) {
   RankModel m;
   model::LlamaWeights weights = model::load_model(path, format);
+  const model::LlamaConfig whole_config = weights.config;
   const int ranks = split.ranks();
   if (ranks > 1) {
     // Every rank refuses a bad split alike, before MPI.
@@ -94,6 +102,11 @@ RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> f
                            : parallel::stage_weights(weights, m.comm->rank(), ranks, split.micro_batches);
   }
   m.model = std::make_unique<model::LlamaModel>(std::move(weights), m.comm.get());
+  m.description = whole_config.describe();
+  if (ranks > 1)
+    m.description += split.tp > 1 ? "; split over " + std::to_string(ranks) + " tensor-parallel ranks"
+                                  : "; in " + std::to_string(ranks) + " pipeline stages of " +
+                                        std::to_string(split.micro_batches) + " micro-batches a step";
   return m;
 }
 

@@ -67,6 +67,7 @@ bool started_by_mpirun();
 struct RankModel {
   std::unique_ptr<parallel::Communicator> comm;  ///< nullptr for the whole model
   std::unique_ptr<model::LlamaModel> model;      ///< the whole model or this rank's part
+  std::string description;                       ///< the whole model's shape, and how it is split
   /// True on ranks 1 … N − 1, which follow rank 0's steps instead of running the command.
   bool follower() const { return comm && comm->rank() != 0; }
 };

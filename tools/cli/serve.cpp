@@ -23,6 +23,8 @@
 #include "tools/cli/engine_options.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/openai_server.h"
+#include "tools/cli/ranks.h"
+#include "runtime/parallel/rank_runner.h"
 
 namespace inferlab::cli {
 namespace {
@@ -71,6 +73,10 @@ Retry-After. SIGINT or SIGTERM (Ctrl-C) aborts the requests in flight, stops and
   engine options (as inferlab generate): --policy continuous|static  --block-size N (16)  --num-blocks N (256)
   --max-seqs N (16)  --budget N (256)  --chunk N (256)  --no-chunking  --no-prefix-caching
   --max-seq-len N (the model's)  --backend cpu|sim|cuda
+  --tp N | --pp N [--micro-batches M]   the model split over N ranks (chapter 10), started through mpirun as
+                         inferlab generate does; rank 0 serves, the others follow its steps and ignore SIGINT /
+                         SIGTERM until rank 0 has stopped and releases them (mpirun forwards Ctrl-C / SIGTERM to
+                         the ranks; its own exit status after a signal is 1)
 )";
 
 }  // namespace
@@ -81,10 +87,12 @@ int serve(const std::vector<std::string>& argv) {
     std::cout << kServeUsage;
     return 0;
   }
-  std::set<std::string> known = {"model",        "host",           "port",   "max-tokens",
-                                 "http-threads", "max-body-bytes", "weights", "max-waiting"};
+  std::set<std::string> known = {"model",        "host",           "port",    "max-tokens",
+                                 "http-threads", "max-body-bytes", "weights", "max-waiting",
+                                 "tp",           "pp",             "micro-batches"};
   known.merge(engine_option_names());
   args.check_known(known);
+  const RankSplit split = rank_split(args);
   const std::string name = args.required("model");
   const std::string host = args.get_or("host", "127.0.0.1");
   const int64_t port = args.integer("port").value_or(8000);
@@ -118,7 +126,17 @@ int serve(const std::vector<std::string>& argv) {
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
   std::optional<WeightFormat> format;
   if (args.has("weights")) format = parse_weight_format(args.required("weights"));
-  const model::LlamaModel m(model::load_model(path, format));
+  if (split.ranks() > 1 && !started_by_mpirun()) {  // --tp / --pp: checked here, then the ranks start over this line
+    check_split_options(args, path, format, split);
+    exec_through_mpirun("serve", argv, split.ranks());
+  }
+  const RankModel rank_model = load_rank_model(path, format, split);
+  const model::LlamaModel& m = *rank_model.model;
+  if (rank_model.follower()) {  // ranks 1 … N − 1 follow rank 0's steps; a stop signal only writes to the pipe
+    parallel::follow_leader_steps(m);
+    return 0;
+  }
+  const FollowersRelease release(rank_model);  // after the engine below is gone: its thread is the one calling MPI
   const engine::EngineConfig config = engine_config(args, m);
   const int64_t max_waiting = args.integer("max-waiting").value_or(2 * config.max_num_seqs);
   require(max_waiting >= 0, "--max-waiting", max_waiting, "must be ≥ 0");
@@ -153,7 +171,7 @@ int serve(const std::vector<std::string>& argv) {
   // signal that came right after the bind would leave the listener running forever: wait for it.
   // A signal that came early waits in the pipe.
   while (!server.is_running() && !listen_failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::cout << "inferlab serve: " << name << " (" << m.config().describe() << ")\nlistening on http://" << host << ":"
+  std::cout << "inferlab serve: " << name << " (" << rank_model.description << ")\nlistening on http://" << host << ":"
             << bound << "  (Ctrl-C stops)" << std::endl;
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // the main thread takes them from here on
   const int signal_number = wait_for_stop_signal();

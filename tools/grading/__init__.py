@@ -17,5 +17,5 @@ from .gtest import *  # noqa: F401,F403
 from .model import *  # noqa: F401,F403
 from .report import *  # noqa: F401,F403
 from .integrity import Findings, inspect  # noqa: F401
-from .phases import grade, run_test  # noqa: F401
+from .phases import grade, run_test, select_chapters  # noqa: F401
 from .cli import main, parse_args  # noqa: F401

@@ -36,7 +36,7 @@ def discover_chapters() -> list[Chapter]:
 
 def declares_graded_test(title: str, test: str) -> bool:
     """Whether tests/<title>/ declares the graded program @p test (in its CMakeLists.txt or a .cmake
-    file it includes, as chapter 08's and 09's student.cmake), so that a chapter without it is
+    file it includes, as chapters 08–10's student.cmake), so that a chapter without it is
     missing student sources rather than graded tests."""
     folder = ROOT / "tests" / title
     files = [folder / "CMakeLists.txt", *sorted(folder.glob("*.cmake"))] if folder.is_dir() else []
@@ -60,8 +60,34 @@ def find_binary(build: Path, name: str) -> Path | None:
     return None
 
 
-def build_target(build: Path, target: str, jobs: int, timeout_s: float, log_path: Path) -> tuple[bool, str]:
-    cmd = ["cmake", "--build", str(build), "--target", target, "--parallel", str(jobs), "--", "-k", "0"]
+def lab_libraries(build: Path, test: str) -> list[str]:
+    """The lab's static libraries the graded program @p test links (paths in @p build; the student
+    libraries left out): what the inspection forbids student code to refer to is what they define,
+    so they must be built before it — a fresh build folder holds none of them yet."""
+    def inputs(target: str) -> list[str]:  # what `ninja -t query` lists under "input:", "|" and "||" dropped
+        r = subprocess.run(["ninja", "-C", str(build), "-t", "query", target], capture_output=True, text=True)
+        found, in_inputs = [], False
+        for line in r.stdout.splitlines() if r.returncode == 0 else []:
+            if line.startswith("  input:"):
+                in_inputs = True
+            elif line.startswith("  outputs:"):
+                break
+            elif in_inputs and line.strip():
+                found.append(line.strip().lstrip("|").strip())
+        return found
+    libs: list[str] = []
+    for program in inputs(test):  # the phony target's executable
+        for entry in inputs(program):
+            if entry.endswith(".a") and not entry.startswith("/") and "student" not in entry.rsplit("/", 1)[-1] \
+                    and entry not in libs:
+                libs.append(entry)
+    return libs
+
+
+def build_target(build: Path, target: str | list[str], jobs: int, timeout_s: float,
+                 log_path: Path) -> tuple[bool, str]:
+    targets = [target] if isinstance(target, str) else list(target)
+    cmd = ["cmake", "--build", str(build), "--target", *targets, "--parallel", str(jobs), "--", "-k", "0"]
     r = run_contained(cmd, timeout_s, max_output=4 * 1024 * 1024)
     with log_path.open("a") as f:
         f.write(f"$ {' '.join(cmd)}\n{r.output}\n")

@@ -17,8 +17,9 @@ what it does
      with -DINFERLAB_STUDENT=<the student tree>: build/grade-exercises, build/grade-solutions,
      or build/grade-student, shared by every student copy (so grading a class recompiles only
      each student's own files; concurrent runs wait for each other); --build-dir picks another;
-  2. for each chapter folder exercises/NN-slug/ builds the student's library student_chNN,
-     INSPECTS it (below), then links the chapter's graded test program test_chNN_student,
+  2. for each chapter folder exercises/NN-slug/ (those of --chapters) builds the student's
+     library student_chNN and the lab's libraries its graded program links, INSPECTS the
+     student's (below), then links the chapter's graded test program test_chNN_student,
      SEPARATELY: a chapter that does not compile or link, or fails the inspection, scores 0
      (its first errors are shown) and the others are still graded;
   3. lists each program's tests (--gtest_list_tests) and runs every test in its own process
@@ -54,7 +55,7 @@ what the grader guarantees (docs: README "Grading")
   the inspection the student library may define names only in its student namespaces (plus
                  weak copies of templates from the headers it may include); it may not refer
                  to the reference kernels, the runtime, the chapters, the test support, the
-                 oracle comparison, the cost counts or GoogleTest, strongly or weakly; it may
+                 oracle comparison, the cost counts, GoogleTest or MPI, strongly or weakly; it may
                  contain no code that runs before main or after it; and it may include only
                  its own files, the contract headers, system headers and what common/ offers
                  (check.h, tensor.h, huge_pages.h, half.h, cost.h, simt/).
@@ -85,6 +86,7 @@ examples
   ./inferlab grade --student ~/subs/alice --seed 1234   # the same data as an earlier run
   ./inferlab grade --student solutions --expect-full-marks
   ./inferlab grade --student exercises --expect-not-implemented   # what .ci/run checks
+  ./inferlab grade --student solutions --chapters 10 --expect-full-marks   # one chapter only
 """
 
 
@@ -120,6 +122,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="parallel compile jobs and tests run at once (default: the number of CPUs)")
     p.add_argument("--memory-limit", type=int, default=4096, metavar="MIB",
                    help="address-space cap of each test process, MiB (default: 4096; 0: none)")
+    p.add_argument("--chapters", metavar="NN[,NN...]",
+                   help="grade only these chapters (comma-separated two-digit numbers, e.g. 09,10); the "
+                        "others are left out of the table, the reports and the expectations (default: every "
+                        "chapter folder of exercises/)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--expect-not-implemented", action="store_true",
                    help="exit 1 unless every chapter compiles and every graded test fails with "
@@ -139,11 +145,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--timeout must be positive")
     if args.seed is not None and not 0 <= args.seed < 2 ** 64:
         p.error("--seed must be an unsigned 64-bit integer")
-    if args.expect_zero is not None:
-        chapters = [c.strip() for c in args.expect_zero.split(",") if c.strip()]
+    for option in ("expect_zero", "chapters"):
+        value = getattr(args, option)
+        if value is None:
+            continue
+        chapters = [c.strip() for c in value.split(",") if c.strip()]
         if not chapters or not all(c.isdigit() and len(c) == 2 for c in chapters):
-            p.error(f"--expect-zero {args.expect_zero}: give two-digit chapter numbers, e.g. 01,04")
-        args.expect_zero = chapters
+            p.error(f"--{option.replace('_', '-')} {value}: give two-digit chapter numbers, e.g. 01,04")
+        setattr(args, option, chapters)
     return args
 
 

@@ -16,7 +16,8 @@ alone, and what the child may call must not answer the exercise for it:
   references   no reference — strong, weak or through a header's inline code — to anything
                the reference kernels, the runtime, the chapters, the test support or GoogleTest
                define, nor to the parts of common/ that answer an exercise (the oracle
-               comparison, the FLOP/byte counts);
+               comparison, the FLOP/byte counts), nor to MPI (chapter 10's ring all-reduce is
+               written on the contract's Link, not on MPI_Allreduce);
   includes     every header a student object includes is the student's own, a contract header
                (exercises/NN-slug/*.h, *.cuh), one of OFFERED_COMMON_HEADERS or a system header.
 """
@@ -48,6 +49,11 @@ OFFERED_COMMON_OBJECTS = ("tensor.cpp.o", "half.cpp.o", "huge_pages.cpp.o")
 # Libraries under the build folder whose definitions student code must not reference.
 TRUSTED_DIRS = ("kernels", "runtime", "chapters", "tests", "tools", "common")
 
+# Libraries outside the build folder that answer an exercise: MPI's collectives (chapter 10), by
+# their C names — MPI_* and its profiling twins PMPI_*, Open MPI's handles ompi_* (MPI_FLOAT, MPI_SUM,
+# MPI_COMM_WORLD are macros over ompi_mpi_float, …) and its components mca_*.
+FORBIDDEN_EXTERNAL = re.compile(r"^(MPI_|PMPI_|ompi_|mca_|MPIX_)")
+
 STUDENT_NAMESPACES = ("inferlab::student::", "inferlab::sim::student::", "inferlab::cuda::student::")
 # Weak copies of templates and inline functions in these namespaces come from the C++ library
 # or the emulator's headers.
@@ -77,7 +83,7 @@ class Findings:
                  "__attribute__((constructor)/(destructor)), <iostream>, ifunc): not allowed in exercise files",
                  self.startup),
                 ("refers to code it is graded against (reference kernels, runtime, tests, the oracle, the cost "
-                 "counts, GoogleTest)", self.references),
+                 "counts, GoogleTest, MPI)", self.references),
                 ("includes headers that are not offered (your folder, the contract headers, system headers and "
                  + ", ".join(OFFERED_COMMON_HEADERS) + ", common/simt/ only)", self.includes)):
             if items:
@@ -196,6 +202,7 @@ def check_symbols(student_lib: Path, build: Path) -> tuple[list[str], list[str]]
                 else:
                     forbidden.add(name)
     wanted = {name for _, _, name in undefined} - own
+    forbidden |= {name for name in wanted if FORBIDDEN_EXTERNAL.match(name)}
     hits = sorted((wanted & forbidden) - allowed)
     gtest = sorted(s for s in wanted - allowed if s.startswith("_ZN7testing") or s.startswith("_ZNK7testing"))
     references = demangle(hits + [g for g in gtest if g not in hits])

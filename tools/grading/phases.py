@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import integrity
 from .build import (blames_student, build_target, declares_graded_test, discover_chapters, failed_outputs, find_binary,
-                    first_errors, ninja_targets, resolve_student)
+                    first_errors, lab_libraries, ninja_targets, resolve_student)
 from .contain import kill_all_live, limit_children, run_contained
 from .gtest import classify, parse_gtest_list, parse_gtest_xml
 from .model import (FORBIDDEN, GRADED, LAB_BROKEN, MISSING, NO_COMPILE, NO_LINK, NO_LIST, NO_TESTS, PASSED, ROOT,
@@ -80,13 +80,26 @@ def prepare(args: argparse.Namespace) -> GradeRun:
     # The grader picks the seed; the environment's INFERLAB_SEED is ignored (and removed from the
     # tests' environment), so nothing the student controls fixes the "fresh" data.
     run.seed = args.seed if args.seed is not None else secrets.randbits(63)
-    run.chapters = discover_chapters()
+    run.chapters = select_chapters(discover_chapters(), getattr(args, "chapters", None))
     if not run.chapters:
         raise GradeError(f"no chapter folders (NN-slug) in {ROOT / 'exercises'}")
     say(f"== inferlab grade: {run.student_dir}")
     say(f"   build folder {_show(run.build)}, report in {run.out}")
     say(f"   seed {run.seed} (the same data again: --seed {run.seed})")
     return run
+
+
+def select_chapters(chapters: list[Chapter], numbers: list[str] | None) -> list[Chapter]:
+    """The chapters --chapters names (all when it is not given); a number with no chapter folder is
+    an error naming the chapters there are."""
+    if numbers is None:
+        return chapters
+    known = {c.number for c in chapters}
+    unknown = [n for n in numbers if n not in known]
+    if unknown:
+        raise GradeError(f"--chapters: no chapter {', '.join(unknown)} in {ROOT / 'exercises'} "
+                         f"(the chapters are {', '.join(sorted(known))})")
+    return [c for c in chapters if c.number in numbers]
 
 
 def _show(path: Path) -> str:
@@ -148,6 +161,10 @@ def build_chapter(run: GradeRun, ch: Chapter, targets: set[str]) -> None:
     log_path = run.logs / f"build-{ch.key}.log"
     t0 = time.monotonic()
     ok, log = build_target(run.build, lib, run.args.jobs, run.args.build_timeout, log_path)
+    if ok and (libs := lab_libraries(run.build, test)):
+        # The lab's libraries the graded program links, before the inspection: it forbids what they
+        # define, and in a fresh build folder (or for the first chapter graded) none exist yet.
+        ok, log = build_target(run.build, libs, run.args.jobs, run.args.build_timeout, log_path)
     if not ok:
         ch.status = NO_COMPILE if blames_student(failed_outputs(log), ch.number) else LAB_BROKEN
     else:
