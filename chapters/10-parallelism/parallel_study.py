@@ -14,10 +14,13 @@
       2, 4, 8 micro-batches, against the whole model on 1 and on 2 threads — prefill and decode at
       batch 1 (512-token prompts) and at batch 8 (128-token prompts); the bubble measured two ways
       (rank 0's wait in send / receive, and 1 − t(whole, 1 thread) / (p · t(pipeline))) against
-      (p − 1)/(m + p − 1); SmolLM2 in 2 stages; every rank's resident memory.
+      (p − 1)/(m + p − 1); SmolLM2 in 2 stages; every rank's resident memory;
+  (e) what a rank holds: its weights' bytes, a token's KV bytes in its pool and its resident
+      memory once loaded, whole and split both ways (short runs: only the memory is kept).
 
     build/venv/bin/python chapters/10-parallelism/parallel_study.py      # ~7 minutes, idle machine
     build/venv/bin/python chapters/10-parallelism/parallel_study.py --only pipeline   # (d) alone, into the JSON
+    build/venv/bin/python chapters/10-parallelism/parallel_study.py --only memory     # (e) alone, into the JSON
     build/venv/bin/python chapters/10-parallelism/parallel_study.py --projection-only   # (c) again
 
 Every run goes through mpirun with the flags of tools/cli/ranks.cpp; figures are medians.
@@ -78,11 +81,12 @@ def main():
         out.write_text(json.dumps(study, indent=1) + "\n")
         print_tables(study)
         return
-    if sys.argv[1:] == ["--only", "pipeline"]:  # (d) alone, into the existing JSON
+    if sys.argv[1:2] == ["--only"] and sys.argv[2:] in (["pipeline"], ["memory"]):  # (d) or (e) alone, into the JSON
         study = json.loads(out.read_text())
         started = time.time()
-        study["pipeline"] = pipeline()
-        study["pipeline"]["wall_seconds"] = time.time() - started
+        part = sys.argv[2]
+        study[part] = pipeline() if part == "pipeline" else memory()
+        study[part]["wall_seconds"] = time.time() - started
         out.write_text(json.dumps(study, indent=1) + "\n")
         print_tables(study)
         return
@@ -108,6 +112,7 @@ def main():
     study["models"] = runs
     study["projection"] = project()
     study["pipeline"] = pipeline()
+    study["memory"] = memory()
     study["machine"]["load_average_after"] = os.getloadavg()[0]
     study["wall_seconds"] = time.time() - started
     out.write_text(json.dumps(study, indent=1) + "\n")
@@ -148,6 +153,21 @@ def pipeline():
     return {"runs": runs, "load_average_before": load, "load_average_after": os.getloadavg()[0]}
 
 
+def memory():
+    """(e): each rank's weights, KV bytes a token and resident memory, whole and split."""
+    rows = []
+    for name, spec, weights, splits in (("bench q4_1", "random:bench", ["--weights", "q4_1"], (("tp", 2), ("pp", 2))),
+                                        ("SmolLM2 (file)", "smollm2", [], (("tp", 3), ("pp", 2), ("pp", 3)))):
+        for split, ranks in (("tp", 1), *splits):
+            r = mpirun(ranks, 1, "model", "--model", spec, *weights, "--prompt", "64", "--decode", "2", "--repeats", "1",
+                       *(["--split", split] if ranks > 1 else []))
+            rows.append({"name": name, "split": r["split"], "ranks": ranks, "whole_weight_bytes": r["whole_weight_bytes"],
+                         "rank0_weight_bytes": r["rank0_weight_bytes"], "resident_mb_per_rank": r["resident_mb_per_rank"],
+                         "rank0_kv_bytes_per_token": r["rank0_kv_bytes_per_token"],
+                         "whole_kv_bytes_per_token": r["whole_kv_bytes_per_token"]})
+    return {"rows": rows}
+
+
 def project():
     """(c): the decode step on p H100s' memory bandwidth, with each link's all-reduce latency —
     2 · layers all-reduces a step, whose bandwidth term (2 · hidden · 2 bytes a token) is left out:
@@ -186,6 +206,12 @@ def print_tables(study):
                   f"{r['prefill_tokens_per_s']:.0f} | {r['decode_tokens_per_s']:.1f} | "
                   f"{r['rank0_wait_share_of_prefill']:.1%} / {r['rank0_wait_share_of_decode_step']:.1%} | {idle} | "
                   f"{r['predicted_bubble_prefill']:.3f} / {r['predicted_bubble_decode']:.3f} | "
+                  f"{', '.join(f'{x:.0f}' for x in r['resident_mb_per_rank'])}")
+    if "memory" in study:
+        print("\n(e) memory: model | split | ranks | weights whole / rank 0 MB | KV B/token whole / rank 0 | RSS MB a rank")
+        for r in study["memory"]["rows"]:
+            print(f"  {r['name']} | {r['split']} | {r['ranks']} | {r['whole_weight_bytes'] / 1e6:.1f} / "
+                  f"{r['rank0_weight_bytes'] / 1e6:.1f} | {r['whole_kv_bytes_per_token']} / {r['rank0_kv_bytes_per_token']} | "
                   f"{', '.join(f'{x:.0f}' for x in r['resident_mb_per_rank'])}")
     print("\n(c) projection: model | GPUs | link | step ms | speed-up")
     for r in study["projection"]["rows"]:

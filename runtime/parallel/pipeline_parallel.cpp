@@ -20,6 +20,17 @@ PipelineSplit pipeline_split(const model::LlamaConfig& config, int stage, int st
   return {stage * base + std::min<int64_t>(stage, extra), base + (stage < extra ? 1 : 0)};
 }
 
+namespace {
+
+// An owned copy of @p w: a block-format matrix may be a view of the whole model's memory-mapped
+// file, which the copy must not keep alive (a stage holds its own bytes only).
+Weight owned(const Weight& w) {
+  const std::pair<int64_t, int64_t> all_rows[] = {{0, w.out_features()}};
+  return w.empty() ? w : w.take_rows(all_rows);
+}
+
+}  // namespace
+
 LlamaWeights stage_weights(const LlamaWeights& weights, int stage, int stages, int micro_batches) {
   require(!weights.shard.split() && !weights.stage.split(), "weights", "a part of a split model",
           "must be the whole model to cut into pipeline stages");
@@ -30,12 +41,14 @@ LlamaWeights stage_weights(const LlamaWeights& weights, int stage, int stages, i
   s.config.n_layers = split.layers;
   s.shard = weights.shard;
   s.stage = {stage, stages, split.layer_begin, micro_batches};
-  const auto first = weights.layers.begin() + split.layer_begin;
-  s.layers.assign(first, first + split.layers);
-  if (s.stage.first() || (s.stage.last() && weights.config.shared_classifier)) s.embedding = weights.embedding;
+  for (int64_t l = split.layer_begin; l < split.layer_begin + split.layers; ++l) {
+    const model::LlamaLayerWeights& w = weights.layers[size_t(l)];
+    s.layers.push_back({w.attention_norm, owned(w.wqkv), owned(w.wo), w.ffn_norm, owned(w.w13), owned(w.w2)});
+  }
+  if (s.stage.first() || (s.stage.last() && weights.config.shared_classifier)) s.embedding = owned(weights.embedding);
   if (s.stage.last()) {
     s.final_norm = weights.final_norm;
-    s.classifier = weights.classifier;
+    s.classifier = owned(weights.classifier);
   }
   s.validate();
   return s;

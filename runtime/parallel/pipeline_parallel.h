@@ -43,7 +43,8 @@ struct PipelineSplit {
 /// naming "stage" when @p stage is outside [0, stages).
 PipelineSplit pipeline_split(const model::LlamaConfig& config, int stage, int stages);
 
-/// Stage @p stage's weights of @p weights (the whole model): its layers (copied), the embedding
+/// Stage @p stage's weights of @p weights (the whole model): its layers (copied out, as owned
+/// matrices: the whole model — a memory-mapped file's views among them — can be dropped), the embedding
 /// on the first stage and on the last when the head is tied, the final norm and the head on the
 /// last, a config of its own n_layers, and PipelineStage saying which (with @p micro_batches).
 /// For @p stages = 1 the stage is the model. Throws as pipeline_split(), naming

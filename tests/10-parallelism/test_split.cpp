@@ -185,8 +185,7 @@ TEST(TensorShards, HoldTheirRankSliceAndTogetherTheModel) {
       expect_invalid([&] { model::LlamaModel refused(s, one.get()); }, "comm");
     }
     int64_t whole_parameters = 2 * 77 * 64;
-    for (const auto& l : whole.layers)
-      whole_parameters += (q_dim + 2 * kv_dim) * 64 + 64 * q_dim + 2 * F * 64 + 64 * F;
+    whole_parameters += int64_t(whole.layers.size()) * ((q_dim + 2 * kv_dim) * 64 + 64 * q_dim + 2 * F * 64 + 64 * F);
     const int64_t replicated = p > 2 ? int64_t(c.n_layers) * 2 * kv_dim * 64 * (p / 2 - 1) : 0;  // K and V copies
     EXPECT_EQ(parameters, whole_parameters + replicated) << "tp " << p;
   }
