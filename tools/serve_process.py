@@ -37,9 +37,7 @@ class ServerError(RuntimeError):
 class ServerProcess:
     """A running `inferlab serve --model MODEL --port 0 EXTRA…`; its output is kept (self.output())."""
 
-    def __init__(self, exe, model, extra_args=(), start_timeout=120.0, env=None, new_session=False):
-        """With @p new_session the server leads a process group of its own (its mpirun ranks with
-        it, for --tp / --pp), and stop() signals the whole group, as a terminal's Ctrl-C does."""
+    def __init__(self, exe, model, extra_args=(), start_timeout=120.0, env=None):
         self.exe = str(exe)
         if not Path(self.exe).is_file():
             raise ServerError(f"no inferlab executable at {self.exe} (build it: cmake --build build/default --target inferlab)")
@@ -54,10 +52,8 @@ class ServerProcess:
         # clients on the same cores (a load generator, a test) get the CPU they need.
         if "OMP_WAIT_POLICY" not in env:
             env.setdefault("GOMP_SPINCOUNT", "1000")
-        self.new_session = new_session
         self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, text=True, errors="replace",
-                                        start_new_session=new_session)
+                                        stdin=subprocess.DEVNULL, env=env, text=True, errors="replace")
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         deadline = time.monotonic() + start_timeout
@@ -104,10 +100,7 @@ class ServerProcess:
         if self.returncode is not None:
             return self.returncode
         if self.process.poll() is None:
-            if self.new_session:
-                os.killpg(self.process.pid, sig)
-            else:
-                self.process.send_signal(sig)
+            self.process.send_signal(sig)
         try:
             self.returncode = self.process.wait(timeout)
         except subprocess.TimeoutExpired:

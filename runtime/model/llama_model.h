@@ -98,7 +98,8 @@ class LlamaModel {
   ///
   /// A pipeline stage (weights.stage.split(): runtime/parallel/pipeline_parallel.h) runs its
   /// own layers over a cache of its own layers, and every stage calls forward() with the same
-  /// plan: the plan is cut into micro-batches (split_micro_batches()), each embedded on the first
+  /// plan: a paged plan is cut into micro-batches (split_micro_batches(); a contiguous one runs
+  /// whole, its rows being fixed), each embedded on the first
   /// stage or received from the stage before, run through the stage's layers and sent to the
   /// next; the last stage computes each micro-batch's logits and sends the step's to rank 0.
   /// Rank 0 and the last stage return the logits; a middle stage returns [0, vocab_size]. The
@@ -111,7 +112,9 @@ class LlamaModel {
   /// output head only when some token wants logits; the GEMMs' 2 FLOPs per weight per token (the
   /// head's for the logit tokens only); attention's 4·head_dim FLOPs per (query head, visible
   /// key) and its K/V rows read once per sequence (fp32 cache). Activations are not counted
-  /// (they stay in cache at these sizes).
+  /// (they stay in cache at these sizes). On a pipeline stage: its own layers, with the
+  /// weights counted once a step — a step cut into m micro-batches reads them m times (the
+  /// lesson of chapter 10's batched decode), which this count leaves out.
   Cost step_cost(const StepPlan& plan) const;
 
   /// Checks @p plan for a KV cache of @p shape and @p paging (what forward() checks first, and a

@@ -1,4 +1,4 @@
-// The world of one rank, and the variable-length broadcast every implementation shares
+// The world of one rank, and the variable-length broadcast of the host-memory communicators
 // (communicator.h).
 #include "runtime/parallel/communicator.h"
 

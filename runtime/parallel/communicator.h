@@ -52,7 +52,8 @@ class Communicator {
 std::unique_ptr<Communicator> make_single_communicator();
 
 /// Broadcasts a byte vector of any length from @p root: its size first, then its bytes (the
-/// other ranks' @p bytes are resized). What rank 0 uses to send each step's plan.
+/// other ranks' @p bytes are resized). What rank 0 uses to send each step's plan. Host memory: for
+/// communicators over host buffers (MPI's, the world of one), not NCCL's.
 void broadcast_vector(Communicator& comm, std::vector<uint8_t>& bytes, int root);
 
 }  // namespace inferlab::parallel

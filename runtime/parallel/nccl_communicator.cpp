@@ -1,5 +1,5 @@
 // The communicator over NCCL (nccl_communicator.h): each call is NCCL's on the rank's stream,
-// then a stream synchronize.
+// then a wait that polls NCCL's asynchronous error (a dead peer aborts, never hangs).
 #include "runtime/parallel/nccl_communicator.h"
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "common/check.h"
 
@@ -30,19 +31,22 @@ class NcclCommunicator final : public Communicator {
     if (devices == 0) throw std::runtime_error("make_nccl_communicator: this machine has no CUDA device");
     device_ = device >= 0 ? device : rank_ % devices;
     require(device_ < devices, "device", device_, "must be one of this machine's " + std::to_string(devices) + " GPUs");
+    require(device >= 0 || size_ <= devices, "ranks", size_,
+            "exceed this machine's " + std::to_string(devices) + " GPUs: NCCL runs one rank a GPU");
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     ncclUniqueId id;
     if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     bootstrap.broadcast(std::span(reinterpret_cast<uint8_t*>(&id), sizeof id), 0);  // the id over MPI
     check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
-    check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
-    check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc");
+    try {
+      check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
+      check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc");
+    } catch (...) {  // the destructor will not run: release what was made
+      release();
+      throw;
+    }
   }
-  ~NcclCommunicator() override {
-    cudaFree(scratch_);
-    cudaStreamDestroy(stream_);
-    ncclCommDestroy(comm_);
-  }
+  ~NcclCommunicator() override { release(); }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
@@ -67,12 +71,14 @@ class NcclCommunicator final : public Communicator {
     wait("ncclBroadcast");
   }
   void send(std::span<const float> data, int to) override {
-    require(to >= 0 && to < size_, "to", to, "must be a rank in [0, " + std::to_string(size_) + ")");
+    require(to >= 0 && to < size_ && to != rank_, "to", to,
+            "must be another rank in [0, " + std::to_string(size_) + ") (a send to oneself waits forever)");
     check_nccl(ncclSend(data.data(), data.size(), ncclFloat, to, comm_, stream_), "ncclSend");
     wait("ncclSend");
   }
   void recv(std::span<float> data, int from) override {
-    require(from >= 0 && from < size_, "from", from, "must be a rank in [0, " + std::to_string(size_) + ")");
+    require(from >= 0 && from < size_ && from != rank_, "from", from,
+            "must be another rank in [0, " + std::to_string(size_) + ") (a receive from oneself waits forever)");
     check_nccl(ncclRecv(data.data(), data.size(), ncclFloat, from, comm_, stream_), "ncclRecv");
     wait("ncclRecv");
   }
@@ -82,10 +88,29 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // Waits for the call on the stream, polling NCCL's asynchronous error: a peer that died or a
+  // broken link aborts the communicator and throws, where a plain synchronize would wait forever.
   void wait(const char* call) {
-    const cudaError_t status = cudaStreamSynchronize(stream_);
-    if (status != cudaSuccess)
-      throw std::runtime_error(std::string(call) + ": cudaStreamSynchronize: " + cudaGetErrorString(status));
+    for (;;) {
+      const cudaError_t status = cudaStreamQuery(stream_);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady)
+        throw std::runtime_error(std::string(call) + ": cudaStreamQuery: " + cudaGetErrorString(status));
+      ncclResult_t async = ncclSuccess;
+      check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+      if (async != ncclSuccess) {
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+        throw std::runtime_error(std::string(call) + ": " + ncclGetErrorString(async) + " (communicator aborted)");
+      }
+      std::this_thread::yield();
+    }
+  }
+  void release() {
+    if (scratch_) cudaFree(scratch_);
+    if (stream_) cudaStreamDestroy(stream_);
+    if (comm_) ncclCommDestroy(comm_);
+    scratch_ = nullptr, stream_ = nullptr, comm_ = nullptr;
   }
 
   int rank_, size_, device_ = 0;

@@ -12,7 +12,9 @@
 /// Its own library (inferlab::parallel_nccl), built when CMake finds nccl.h and libnccl next to
 /// the CUDA toolkit; the tests skip (exit 77) on a machine without a GPU.
 ///
-/// NCCL's errors and CUDA's become std::runtime_error naming the call and the library's message.
+/// NCCL's errors and CUDA's become std::runtime_error naming the call and the library's message;
+/// a collective that NCCL reports broken while it waits (a peer gone) aborts the communicator and
+/// throws instead of waiting forever. A send to or a receive from one's own rank is refused.
 
 #include <memory>
 

@@ -1,6 +1,7 @@
 // Rank 0 leads, the others follow (rank_runner.h). Every message is one broadcast_vector() from
 // rank 0: its first byte says what follows — a pool ('S': rows, layers are the model's, max_seq_len,
-// block size and count, the KV format's name), a plan ('P': encode_step_plan()) or the end ('E').
+// block size and count, the pipeline's micro-batches, the KV format's name), a plan ('P':
+// encode_step_plan()) or the end ('E').
 #include "runtime/parallel/rank_runner.h"
 
 #include <cstring>
@@ -24,12 +25,13 @@ enum Message : uint8_t { kPool = 'S', kPlan = 'P', kEnd = 'E' };
 
 // A pool's geometry, as rank 0 sends it.
 struct PoolMessage {
-  int64_t rows = 0, max_seq_len = 0, block_size = 0, num_blocks = 0;
+  int64_t rows = 0, max_seq_len = 0, block_size = 0, num_blocks = 0, micro_batches = 1;
   std::string kv_format;
 };
 
-std::vector<uint8_t> encode_pool(const KvCacheShape& shape, const KvPaging& paging, const KvFormat& format) {
-  const int64_t fields[4] = {shape.batch, shape.max_seq_len, paging.block_size, paging.num_blocks};
+std::vector<uint8_t> encode_pool(const KvCacheShape& shape, const KvPaging& paging, const KvFormat& format,
+                                 int micro_batches) {
+  const int64_t fields[5] = {shape.batch, shape.max_seq_len, paging.block_size, paging.num_blocks, micro_batches};
   const std::string name = format.name();
   std::vector<uint8_t> bytes(1 + sizeof fields + name.size());
   bytes[0] = kPool;
@@ -39,11 +41,11 @@ std::vector<uint8_t> encode_pool(const KvCacheShape& shape, const KvPaging& pagi
 }
 
 PoolMessage decode_pool(const std::vector<uint8_t>& bytes) {
-  int64_t fields[4];
+  int64_t fields[5];
   require(bytes.size() > 1 + sizeof fields, "pool message", bytes.size(), "bytes: too short");
   std::memcpy(fields, bytes.data() + 1, sizeof fields);
   const char* name = reinterpret_cast<const char*>(bytes.data() + 1 + sizeof fields);
-  return {fields[0], fields[1], fields[2], fields[3], std::string(name, bytes.size() - 1 - sizeof fields)};
+  return {fields[0], fields[1], fields[2], fields[3], fields[4], std::string(name, bytes.size() - 1 - sizeof fields)};
 }
 
 Communicator& communicator_of(const LlamaModel& model, bool leader) {
@@ -64,7 +66,7 @@ class LeaderRunner final : public model::ModelRunner {
       : ModelRunner(model, shape, paging, kv_format),
         comm_(communicator_of(model, true)),
         pool_(make_kv_storage(shape, kv_format, paging)) {
-    std::vector<uint8_t> message = encode_pool(shape, paging, kv_format);
+    std::vector<uint8_t> message = encode_pool(shape, paging, kv_format, model.stage().micro_batches);
     broadcast_vector(comm_, message, 0);
   }
   Backend backend() const override { return Backend::cpu; }
@@ -100,6 +102,10 @@ void follow_leader_steps(const LlamaModel& model) {
     if (message[0] == kEnd) return;
     if (message[0] == kPool) {
       const PoolMessage m = decode_pool(message);
+      // Every stage must cut a step alike, or their sends and receives would not pair up.
+      require(m.micro_batches == model.stage().micro_batches, "micro_batches", model.stage().micro_batches,
+              "on rank " + std::to_string(comm.rank()) + ", but rank 0 cuts each step into " +
+                  std::to_string(m.micro_batches) + ": every stage must be made with the same micro_batches");
       shape = model.kv_shape(m.rows, m.max_seq_len);
       paging = {m.block_size, m.num_blocks};
       pool.emplace(make_kv_storage(shape, parse_kv_format(m.kv_format), paging));

@@ -128,7 +128,8 @@ TEST_P(PipelineParallel, EngineGreedyTokensEqualTheWholeModels) {
 INSTANTIATE_TEST_SUITE_P(Cases, PipelineParallel,
                          ::testing::Values(PipelineCase{WeightFormat::f32, 4, true},
                                            PipelineCase{WeightFormat::q4_1, 1, false},
-                                           PipelineCase{WeightFormat::q4_1, 3, true}),
+                                           PipelineCase{WeightFormat::q4_1, 3, true},
+                                           PipelineCase{WeightFormat::q4_1, 3, false}),
                          case_name);
 
 }  // namespace

@@ -4,14 +4,16 @@ signalled.
 
 - SmolLM2 served whole, over 3 tensor-parallel ranks and in 2 pipeline stages: a greedy completion
   and a streamed chat completion give the same text all three ways;
-- SIGTERM to the server (mpirun forwards it): rank 0 aborts what is in flight and releases the
-  others, every rank of the job is gone within 20 s, and rank 0 says how many requests it served.
+- SIGTERM to the server (mpirun forwards it), idle or in the middle of a stream: rank 0 aborts
+  what is in flight and releases the others, every rank of the job is gone, and rank 0 says how
+  many requests it served and aborted.
 
 Run by ctest with build/venv's Python (tests/09-serving/venv_python.sh); standard library only.
 """
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,7 +56,7 @@ def answers(server):
 
 def job_processes(args):
     """The pids of processes still running this exact command line (mpirun's ranks among them)."""
-    out = subprocess.run(["pgrep", "-f", "--", " ".join(args[1:])], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", "--", re.escape(" ".join(args[1:]))], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
@@ -78,6 +80,23 @@ class ServeSplit(unittest.TestCase):
         self.assertEqual(job_processes(server.args), [], "a rank outlived the server")
         self.assertIn("stopped after 2 requests", server.output())
         # mpirun reports a job it was signalled to end with status 1; the ranks themselves exit 0.
+        self.assertIn(server.returncode, (0, 1), server.output()[-2000:])
+
+    def test_a_signal_during_a_stream_stops_every_rank(self):
+        server = ServerProcess(EXE, GGUF, ["--max-seqs", "4", "--tp", "3"], env={**os.environ, "OMP_NUM_THREADS": "1"})
+        try:
+            request = urllib.request.Request(
+                server.url + "/v1/completions", headers={"Content-Type": "application/json"},
+                data=json.dumps({"model": GGUF, "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0,
+                                 "ignore_eos": True, "stream": True}).encode())
+            stream = urllib.request.urlopen(request, timeout=120)
+            self.assertTrue(stream.readline().startswith(b"data: "), "the stream's first chunk")
+        finally:
+            started = time.monotonic()
+            server.stop(signal.SIGTERM, timeout=40)  # mid-stream: rank 0 aborts it, then releases the others
+        self.assertLess(time.monotonic() - started, 40)
+        self.assertEqual(job_processes(server.args), [], "a rank outlived the server")
+        self.assertIn("1 aborted", server.output())
         self.assertIn(server.returncode, (0, 1), server.output()[-2000:])
 
     def test_three_tensor_parallel_ranks_answer_as_the_whole_model(self):

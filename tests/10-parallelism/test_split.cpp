@@ -402,5 +402,43 @@ TEST(MicroBatches, RunInOrderTheyGiveEveryStepsLogitsBitForBit) {
   expect_invalid([&] { (void)parallel::split_micro_batches(plans.at(0), 0); }, "micro_batches");
 }
 
+// A plan the engine does not make: logits wanted out of token order, one token twice, a token
+// that is not its sequence's last, and a block copy — the micro-batches still give the step's
+// logits row for row, and the copy happens before any of them writes.
+TEST(MicroBatches, LogitsOutOfOrderAndABlockCopyAreKept) {
+  const model::LlamaModel m(model::random_llama(small_pipeline_shape(false), 9));
+  const KvPaging paging{4, 16};
+  const KvCacheShape shape = m.kv_shape(3, 64);
+  // Two sequences already cached (steps of their own), then one step of both and a third.
+  model::StepPlan first;
+  const std::vector<int32_t> a = {5, 9, 17, 2, 33, 41}, b = {7, 7, 60};
+  first.add_sequence(a, std::vector<int64_t>{0, 1, 2, 3, 4, 5}, 6, {0, 1}, true);
+  first.add_sequence(b, std::vector<int64_t>{8, 9, 10}, 3, {2}, true);
+  model::StepPlan step;
+  const std::vector<int32_t> a2 = {11, 12, 13}, b2 = {14}, c = {3, 4, 5, 6, 7, 8, 9};
+  step.add_sequence(a2, std::vector<int64_t>{6, 7, 12}, 9, {0, 1, 3}, false);
+  step.add_sequence(b2, std::vector<int64_t>{23}, 4, {5}, false);  // its block 2 copied into 5 first
+  step.add_sequence(c, std::vector<int64_t>{24, 25, 26, 27, 28, 29, 30}, 7, {6, 7}, false);
+  step.block_copies = {{2, 5}};
+  step.fresh_blocks = {3, 6, 7};
+  step.logits_indices = {10, 3, 1, 10, 0};  // c's last, b's, a's middle, c's last again, a's first
+  for (const int micro : {2, 3, 4}) {
+    KvStorage whole_pool = make_kv_storage(shape, KvFormat::fp32(), paging);
+    KvStorage cut_pool = make_kv_storage(shape, KvFormat::fp32(), paging);
+    KvCache whole(whole_pool, shape, paging), cut(cut_pool, shape, paging);
+    (void)m.forward(first, whole);
+    (void)m.forward(first, cut);
+    const Tensor<float> want = m.forward(step, whole);
+    Tensor<float> got(want.shape(), -1e30f);
+    const int64_t vocab = want.shape()[1];
+    for (const parallel::MicroBatch& mb : parallel::split_micro_batches(step, micro)) {
+      const Tensor<float> rows = m.forward(mb.plan, cut);
+      for (size_t r = 0; r < mb.logits_rows.size(); ++r)
+        std::copy_n(rows.data() + int64_t(r) * vocab, vocab, got.data() + mb.logits_rows[r] * vocab);
+    }
+    for (int64_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << micro << " micro-batches, logit " << i;
+  }
+}
+
 }  // namespace
 }  // namespace inferlab

@@ -1,6 +1,7 @@
 // `--tp N` / `--pp N`: mpirun starts the ranks, each loads its part (ranks.h).
 #include "tools/cli/ranks.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -76,13 +77,16 @@ void exec_through_mpirun(const std::string& command, const std::vector<std::stri
   c_argv.push_back(nullptr);
   std::cout.flush();
   // mpirun forwards SIGINT / SIGTERM to the ranks: it must not inherit a caller's blocked signals
-  // (serve blocks them for its threads) nor an ignored SIGPIPE (exec keeps ignored dispositions).
+  // nor an ignored SIGPIPE (exec keeps ignored dispositions and the mask).
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  signal(SIGPIPE, SIG_DFL);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
   execv(INFERLAB_MPIEXEC, c_argv.data());
-  throw std::runtime_error(std::string("--tp: could not start ") + INFERLAB_MPIEXEC + ": " + std::strerror(errno));
+  throw std::runtime_error(std::string("could not start ") + INFERLAB_MPIEXEC + " for " + std::to_string(ranks) +
+                           " ranks: " + std::strerror(errno));
 }
 
 RankModel load_rank_model(const std::string& path, std::optional<WeightFormat> format, const RankSplit& split) {

@@ -99,6 +99,13 @@ int serve(const std::vector<std::string>& argv) {
   require(port >= 0 && port <= 65535, "--port", port, "must be in 0 … 65535");
   const int64_t max_tokens = args.integer("max-tokens").value_or(16);
   require_positive("--max-tokens", max_tokens);
+  const std::string path = model::resolve_model_path(name);
+  std::optional<WeightFormat> format;
+  if (args.has("weights")) format = parse_weight_format(args.required("weights"));
+  if (split.ranks() > 1 && !started_by_mpirun()) {  // --tp / --pp: checked, then the ranks start over this line
+    check_split_options(args, path, format, split);   // (before the stop signals are caught: none is lost)
+    exec_through_mpirun("serve", argv, split.ranks());
+  }
 
   // SIGINT and SIGTERM: a handler, installed before any thread of ours starts, writes to a pipe
   // that the main thread reads below. Dispositions are the process's, so whichever thread the
@@ -122,14 +129,7 @@ int serve(const std::vector<std::string>& argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  const std::string path = model::resolve_model_path(name);
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
-  std::optional<WeightFormat> format;
-  if (args.has("weights")) format = parse_weight_format(args.required("weights"));
-  if (split.ranks() > 1 && !started_by_mpirun()) {  // --tp / --pp: checked here, then the ranks start over this line
-    check_split_options(args, path, format, split);
-    exec_through_mpirun("serve", argv, split.ranks());
-  }
   const RankModel rank_model = load_rank_model(path, format, split);
   const model::LlamaModel& m = *rank_model.model;
   if (rank_model.follower()) {  // ranks 1 … N − 1 follow rank 0's steps; a stop signal only writes to the pipe

@@ -2,6 +2,8 @@
 // shards and its pipeline stages — each `inferlab generate` starting its own ranks — compared.
 #include "tools/cli/tour_parallel.h"
 
+#include <sys/wait.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -63,7 +65,9 @@ void tour_chapter10(std::ostream& out, const TourOptions& options) {
     out << "mpirun (" << INFERLAB_MPIEXEC << ") is missing (./inferlab setup installs openmpi-bin); skipped\n\n";
     return;
   }
-  const std::string self = this_executable();
+  std::string self = "'";  // for the shell, quoted: a path with spaces stays one word (appended apart:
+  self += this_executable();  // GCC 12's -Wrestrict false positive, bug 105329, on "'" + s)
+  self += "'";
   const std::string request = "generate --model smollm2 --prompt 'The capital of France is' --max-new-tokens " +
                               std::string(options.quick ? "8" : "16") + " --engine --ids";
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
@@ -79,7 +83,8 @@ void tour_chapter10(std::ostream& out, const TourOptions& options) {
     out << "  " << std::left << std::setw(8) << (flags.empty() ? "whole" : flags.substr(1)) << std::right << " "
         << what << ", " << std::fixed << std::setprecision(1) << r.seconds << " s: ";
     if (r.status != 0) {
-      out << "failed (status " << r.status << "): " << last_line(r.output) << "\n";
+      out << "failed (exit status " << (WIFEXITED(r.status) ? WEXITSTATUS(r.status) : r.status)
+          << "): " << last_line(r.output) << "\n";
       all_equal = false;
       continue;
     }
