@@ -58,26 +58,15 @@ LlamaConfig pipeline_config(bool tied) {
   return c;
 }
 
-// Every rank builds the same seeded model and keeps its stage; the ranks but 0 follow rank 0's
-// steps until it releases them. Rank 0 tests.
-class PipelineParallel : public ::testing::TestWithParam<PipelineCase> {
+// The stage of a seeded model of the case (SplitModelTest: rank 0 tests).
+class PipelineParallel : public SplitModelTest<PipelineCase> {
  protected:
-  // Builds the whole model of seed @p seed and this rank's stage; false on the followers, which
-  // have then followed rank 0's steps to the end.
   bool lead(uint64_t seed) {
     parallel::Communicator& comm = world();
-    full_ = convert_weights(model::random_llama(pipeline_config(GetParam().tied), seed), GetParam().format);
-    stage_ = std::make_unique<LlamaModel>(
-        parallel::stage_weights(full_, comm.rank(), comm.size(), GetParam().micro_batches), &comm);
-    if (comm.rank() == 0) return true;
-    parallel::follow_leader_steps(*stage_);
-    return false;
+    LlamaWeights whole = convert_weights(model::random_llama(pipeline_config(GetParam().tied), seed), GetParam().format);
+    LlamaWeights stage = parallel::stage_weights(whole, comm.rank(), comm.size(), GetParam().micro_batches);
+    return SplitModelTest::lead(std::move(whole), std::move(stage), comm);
   }
-  void TearDown() override {
-    if (stage_ && stage_->stage().stage == 0) parallel::end_leader_steps(*stage_);  // also after a failed ASSERT
-  }
-  LlamaWeights full_;
-  std::unique_ptr<LlamaModel> stage_;
 };
 
 // Every step of a whole-model engine run, replayed through the pipeline's leader runner and
@@ -85,7 +74,7 @@ class PipelineParallel : public ::testing::TestWithParam<PipelineCase> {
 TEST_P(PipelineParallel, EveryStepsLogitsEqualTheWholeModelsBitForBit) {
   if (!lead(13)) return;
   const int p = world().size();
-  const LlamaModel& stage = *stage_;
+  const LlamaModel& stage = *part_;
   const LlamaModel whole(full_);
   EXPECT_EQ(stage.config().n_layers, parallel::pipeline_split(whole.config(), 0, p).layers);
   EXPECT_LT(stage.weights().bytes(), whole.weights().bytes());
@@ -117,7 +106,7 @@ TEST_P(PipelineParallel, EngineGreedyTokensEqualTheWholeModels) {
   const int p = world().size();
   const LlamaModel whole(full_);
   const auto requests = requests_for(whole.config().vocab_size, 3);
-  const engine::ServingRun pipeline = engine::serve("pp", *stage_, tight_engine(), requests);
+  const engine::ServingRun pipeline = engine::serve("pp", *part_, tight_engine(), requests);
   const engine::ServingRun alone = engine::serve("pp1", whole, tight_engine(), requests);
   EXPECT_GT(pipeline.stats.preemptions, 0);
   ASSERT_EQ(pipeline.outputs.size(), alone.outputs.size());

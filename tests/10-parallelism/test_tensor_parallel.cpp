@@ -48,25 +48,15 @@ LlamaConfig config_for(int ranks) {
   return c;
 }
 
-// Every rank builds the same seeded model (in the test's format) and keeps its shard; the ranks
-// but 0 follow rank 0's steps until it releases them. Rank 0 tests.
-class TensorParallel : public ::testing::TestWithParam<WeightFormat> {
+// The shard of a seeded model in the test's format (SplitModelTest: rank 0 tests).
+class TensorParallel : public SplitModelTest<WeightFormat> {
  protected:
-  // Builds the whole model of seed @p seed and this rank's shard; false on the followers, which
-  // have then followed rank 0's steps to the end.
   bool lead(uint64_t seed) {
     parallel::Communicator& comm = world();
-    full_ = convert_weights(model::random_llama(config_for(comm.size()), seed), GetParam());
-    shard_ = std::make_unique<LlamaModel>(parallel::shard_weights(full_, comm.rank(), comm.size()), &comm);
-    if (comm.rank() == 0) return true;
-    parallel::follow_leader_steps(*shard_);
-    return false;
+    LlamaWeights whole = convert_weights(model::random_llama(config_for(comm.size()), seed), GetParam());
+    LlamaWeights shard = parallel::shard_weights(whole, comm.rank(), comm.size());
+    return SplitModelTest::lead(std::move(whole), std::move(shard), comm);
   }
-  void TearDown() override {
-    if (shard_ && shard_->shard().rank == 0) parallel::end_leader_steps(*shard_);  // also after a failed ASSERT
-  }
-  LlamaWeights full_;
-  std::unique_ptr<LlamaModel> shard_;
 };
 
 // Every step of a whole-model engine run, replayed through the split model's leader runner and
@@ -75,7 +65,7 @@ class TensorParallel : public ::testing::TestWithParam<WeightFormat> {
 TEST_P(TensorParallel, EveryStepsLogitsEqualTheWholeModels) {
   if (!lead(11)) return;
   const int p = world().size();
-  const LlamaModel& shard = *shard_;
+  const LlamaModel& shard = *part_;
   const LlamaModel whole(full_);
   EXPECT_EQ(shard.config().n_heads * p, whole.config().n_heads);
   EXPECT_LT(shard.weights().bytes(), whole.weights().bytes());
@@ -116,7 +106,7 @@ TEST_P(TensorParallel, EveryStepsLogitsEqualTheWholeModels) {
 TEST_P(TensorParallel, EngineGreedyTokensEqualTheWholeModels) {
   if (!lead(23)) return;
   const int p = world().size();
-  const LlamaModel& shard = *shard_;
+  const LlamaModel& shard = *part_;
   const LlamaModel whole(full_);
   const auto requests = requests_for(whole.config().vocab_size, 9);
   const engine::ServingRun split = engine::serve("tp", shard, tight_engine(), requests);
