@@ -275,6 +275,19 @@ Roofline measure_roofline(const RooflineOptions& options) {
     }
   }
 
+  // The dot-product ceilings (int8, bf16): the fastest of each type is its ceiling.
+  roofline.dot_ceilings = measure_dot_ceilings(options.seconds_per_test);
+  for (const DotCeiling& c : roofline.dot_ceilings) {
+    if (c.type == DotType::int8 && c.gops > roofline.int8_gops) {
+      roofline.int8_gops = c.gops;
+      roofline.int8_instruction = c.instruction;
+    }
+    if (c.type == DotType::bf16 && c.gops > roofline.bf16_gflops) {
+      roofline.bf16_gflops = c.gops;
+      roofline.bf16_instruction = c.instruction;
+    }
+  }
+
   // Bandwidth roofs: three arrays of working_set/3 bytes each, first-touched in parallel with
   // the same static schedule as the passes, so each thread's pages sit near it.
   const size_t count = static_cast<size_t>(working_set / 3.0 / sizeof(float));
@@ -325,6 +338,18 @@ Roofline median_roofline(const std::vector<Roofline>& runs) {
   m.peak_avx512_gflops = median(&Roofline::peak_avx512_gflops);
   m.read_gbs = median(&Roofline::read_gbs);
   m.triad_gbs = median(&Roofline::triad_gbs);
+  m.int8_gops = median(&Roofline::int8_gops);
+  m.bf16_gflops = median(&Roofline::bf16_gflops);
+  // Each instruction's median over the runs that measured it (every run measures the same ones).
+  for (DotCeiling& c : m.dot_ceilings) {
+    std::vector<double> values;
+    for (const Roofline& r : runs)
+      for (const DotCeiling& other : r.dot_ceilings)
+        if (other.instruction == c.instruction) values.push_back(other.gops);
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    c.gops = n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  }
   for (const Roofline& r : runs) m.load_average = std::max(m.load_average, r.load_average);
   m.runs = static_cast<int>(runs.size());
   return m;
@@ -352,6 +377,16 @@ void save_roofline(const Roofline& r, const std::filesystem::path& path) {
   json["load_average"] = figure(r.load_average);
   json["runs"] = r.runs;
   json["measured_at"] = r.measured_at;
+  json["int8_gops"] = figure(r.int8_gops);
+  json["int8_instruction"] = r.int8_instruction;
+  json["int8_ridge_point"] = figure(r.int8_ridge_point());
+  json["bf16_gflops"] = figure(r.bf16_gflops);
+  json["bf16_instruction"] = r.bf16_instruction;
+  Json dots = Json::array();
+  for (const DotCeiling& c : r.dot_ceilings)
+    dots.push_back({{"type", c.type == DotType::int8 ? "int8" : "bf16"}, {"instruction", c.instruction},
+                    {"gops", figure(c.gops)}});
+  json["dot_ceilings"] = dots;
   // Write a temporary file and rename it: a benchmark reading concurrently sees the old file or
   // the new one, never a half-written one.
   const std::filesystem::path temporary = path.string() + ".tmp" + std::to_string(::getpid());
@@ -399,6 +434,19 @@ std::optional<Roofline> load_roofline(const std::filesystem::path& path) {
   r.measured_at = string("measured_at");
   r.load_average = number("load_average").value_or(0);
   r.runs = static_cast<int>(number("runs").value_or(1));
+  r.int8_gops = number("int8_gops").value_or(0);
+  r.int8_instruction = string("int8_instruction");
+  r.bf16_gflops = number("bf16_gflops").value_or(0);
+  r.bf16_instruction = string("bf16_instruction");
+  if (const auto it = json.find("dot_ceilings"); it != json.end() && it->is_array())
+    for (const Json& c : *it) {
+      if (!c.is_object() || !c.contains("gops") || !c["gops"].is_number() || !c.contains("instruction") ||
+          !c["instruction"].is_string())
+        continue;
+      const bool bf16 = c.contains("type") && c["type"] == "bf16";
+      r.dot_ceilings.push_back({bf16 ? DotType::bf16 : DotType::int8, c["instruction"].get<std::string>(),
+                                c["gops"].get<double>()});
+    }
   return r;
 }
 
@@ -422,7 +470,9 @@ std::string describe(const Roofline& r) {
        << " threads, " << r.simd;
   // Name the other ISA too: compiled loops often use 256-bit vectors and meet the AVX2 roof.
   if (r.simd == "avx512" && r.peak_avx2_gflops > 0.0) text << "; avx2 " << r.peak_avx2_gflops;
-  text << "), read " << r.read_gbs << " GB/s, triad " << r.triad_gbs << " GB/s, ridge point " << r.ridge_point()
+  text << ")";
+  if (r.int8_gops > 0.0) text << ", int8 " << r.int8_gops << " GOP/s (" << r.int8_instruction << ")";
+  text << ", read " << r.read_gbs << " GB/s, triad " << r.triad_gbs << " GB/s, ridge point " << r.ridge_point()
        << " FLOP/byte";
   if (r.measured_busy())
     text << " [measured while the machine was busy (load " << r.load_average

@@ -10,13 +10,18 @@
 ///    vectors where the CPU has them; the faster ISA is the peak, and both are kept;
 ///  - read: each thread sums its share of one array into 8 vector accumulators (one accumulator
 ///    would make the loop wait on the add latency instead of on memory);
-///  - triad: STREAM's a[i] = b[i] + s·c[i], counting 3 arrays (write-allocate not counted).
+///  - triad: STREAM's a[i] = b[i] + s·c[i], counting 3 arrays (write-allocate not counted);
+///  - int8 and bf16: the dot-product instructions this CPU has (common/dot_ceilings.h), the ceiling
+///    of the arithmetic a quantized GEMM does — an int8 kernel's "% of peak" is of int8_gops, never
+///    of the fp32 FMA peak.
 
 #include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/dot_ceilings.h"
 
 namespace inferlab {
 
@@ -35,6 +40,11 @@ struct Roofline {
   double load_average = 0.0;        ///< 1-minute load average when the measurement began (Linux); of
                                     ///< a median of runs, the highest of the runs'
   int runs = 1;                     ///< measurements this is the median of (median_roofline)
+  double int8_gops = 0.0;           ///< the fastest int8 dot-product instruction, 10^9 ops/s (0: none)
+  std::string int8_instruction;     ///< which one ("vpdpbusd zmm (AVX512-VNNI)", ...)
+  double bf16_gflops = 0.0;         ///< the bf16 dot product (vdpbf16ps), GFLOP/s (0: the CPU has none)
+  std::string bf16_instruction;     ///< which one
+  std::vector<DotCeiling> dot_ceilings;  ///< every dot-product instruction measured, int8 and bf16
 
   /// Whether other work may have competed for the cores (load average above the thread count):
   /// then the ceilings may read low, and `inferlab roofline` is worth rerunning on an idle machine.
@@ -44,6 +54,13 @@ struct Roofline {
   double ridge_point() const { return triad_gbs > 0.0 ? peak_gflops / triad_gbs : 0.0; }
   /// The attainable GFLOP/s at arithmetic intensity @p ai: min(peak, ai · bandwidth).
   double attainable_gflops(double ai) const;
+  /// The int8 ridge point: operations per byte where the int8 ceiling and the triad bandwidth
+  /// meet (0 without an int8 ceiling). A quantized GEMM below it is memory-bound.
+  double int8_ridge_point() const { return triad_gbs > 0.0 ? int8_gops / triad_gbs : 0.0; }
+  /// The ceiling an int8 kernel's "% of peak" refers to, 10^9 ops/s: int8_gops, or the fp32 FMA
+  /// peak on a CPU without an int8 dot product (its integer code then runs on the same vector
+  /// units, no faster).
+  double int8_ceiling() const { return int8_gops > 0.0 ? int8_gops : peak_gflops; }
 };
 
 /// Options of measure_roofline().

@@ -474,6 +474,22 @@ class IntegrityTests(unittest.TestCase):
         self.assertFalse(grade.blames_student(["tests/10-parallelism/CMakeFiles/test_ch10_ring_mpi.dir/a.cpp.o"], "10"))
         self.assertTrue(grade.declares_graded_test("10-parallelism", "test_ch10_student"))
 
+    def test_chapter_11_is_graded_and_its_contract_alone_is_offered(self):
+        # exercises/11-compute-roof/ is a chapter the grader finds; its contract headers may be included,
+        # the lab's packed matrix and GEMM it is graded against may not.
+        from grading import integrity
+        self.assertIn(("11", "compute-roof"), [(c.number, c.slug) for c in grade.discover_chapters()])
+        root = integrity.ROOT
+        student, build = root / "solutions", root / "build" / "x"
+        for header in (root / "exercises" / "11-compute-roof" / "ch11.h",
+                       root / "exercises" / "11-compute-roof" / "predictions.h"):
+            self.assertIsNone(integrity.include_problem(header, student, build), header)
+        for header in (root / "kernels" / "quant" / "packed_matrix.h", root / "kernels" / "quant" / "packed_matmul.h",
+                       root / "kernels" / "quant" / "quant_matmul.h", root / "exercises" / "11-compute-roof" / "repack.cpp"):
+            self.assertIsNotNone(integrity.include_problem(header, student, build), header)
+        self.assertTrue(grade.blames_student(["exercises/CMakeFiles/student_ch11.dir/11-compute-roof/repack.cpp.o"], "11"))
+        self.assertTrue(grade.declares_graded_test("11-compute-roof", "test_ch11_student"))
+
     def test_mpi_is_a_forbidden_reference(self):
         # MPI's library is not under the build folder, so the references to it are named by their C
         # names: a ring all-reduce by MPI_Allreduce (MPI_FLOAT, MPI_SUM and MPI_COMM_WORLD are Open

@@ -5,17 +5,19 @@ llama.cpp comes from PyPI's llama-cpp-python, built from source for this machine
 minutes on 2 cores; it is not a dependency of the lab or its tests):
 
     python3 -m venv build/venv-llama
-    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-        -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON \
-        -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
-        -DGGML_AMX_BF16=OFF" build/venv-llama/bin/pip install llama-cpp-python==0.3.36
+    CMAKE_ARGS="$(python3 chapters/08-real-model/llama_cpp_peer.py --print-cmake-args)" \
+        build/venv-llama/bin/pip install llama-cpp-python==0.3.36
     GOMP_SPINCOUNT=1000 build/venv-llama/bin/python chapters/08-real-model/llama_cpp_peer.py \
         --lab build/default/chapters/bench_ch08 --out docs/plots/ch08-llama-cpp.json
 
-(This lab's CPU reports AMX, and llama.cpp built with -DGGML_NATIVE=ON crashed in its AMX path
-on any batch of more than one token inside the lab's VM: the flags above are this CPU's
-instruction sets without AMX. With a -DGGML_NATIVE=ON build, --no-extra-buffer-types avoids the
-AMX path too, and turns off the repacked-weight buffers with it.)
+--print-cmake-args prints llama.cpp's instruction-set switches from this CPU's own flags
+(/proc/cpuinfo): GGML_NATIVE=ON where the CPU has no AMX; where it has AMX, the sets it reports
+with AMX off — llama.cpp built with -DGGML_NATIVE=ON crashed in its AMX path on any batch of more
+than one token inside the lab's VM. An earlier version of this comment listed fixed switches,
+-DGGML_AVX_VNNI=ON among them: that is Intel's VEX-encoded AVX-VNNI, which AMD Zen 4 does not have
+(it has the EVEX AVX512-VNNI only), and the build died there with SIGILL. With a -DGGML_NATIVE=ON
+build, --no-extra-buffer-types avoids the AMX path too, and turns off the repacked-weight buffers
+with it.
 
 What it measures, with the lab's benchmark's own conventions (bench.cpp (a)):
   prefill  the first 512 tokens of chapters/08-real-model/data/alice-chapter-1.txt in one call
@@ -97,12 +99,31 @@ def llama_cpp_run(model, text, threads, repetitions, decode_tokens, extra_buffer
     }
 
 
-def lab_run(binary, model, repetitions):
+def cmake_args():
+    """llama.cpp's CMake switches for this CPU (the module comment)."""
+    flags = set()
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    if "amx_int8" not in flags and "amx_tile" not in flags:
+        return "-DGGML_NATIVE=ON"
+    switches = {"GGML_AVX": "avx", "GGML_AVX2": "avx2", "GGML_FMA": "fma", "GGML_F16C": "f16c", "GGML_BMI2": "bmi2",
+                "GGML_AVX512": "avx512f", "GGML_AVX512_VBMI": "avx512vbmi", "GGML_AVX512_VNNI": "avx512_vnni",
+                "GGML_AVX512_BF16": "avx512_bf16", "GGML_AVX_VNNI": "avx_vnni"}
+    args = ["-DGGML_NATIVE=OFF"] + [f"-D{name}={'ON' if flag in flags else 'OFF'}" for name, flag in switches.items()]
+    return " ".join(args + ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"])
+
+
+def lab_run(binary, model, repetitions, quant_gemm=None):
+    env = dict(os.environ)
+    if quant_gemm:
+        env["INFERLAB_QUANT_GEMM"] = quant_gemm  # "ch08": the lab's previous GEMM (chapter 11's ladder)
     out = subprocess.run(
         [binary, "--model", model, "--no-quality", "--benchmark_filter=^(decode/file,kv=fp16|prefill/file)/",
          f"--benchmark_repetitions={repetitions}", "--benchmark_report_aggregates_only=true",
          "--benchmark_format=json"],
-        check=True, capture_output=True, text=True).stdout
+        check=True, capture_output=True, text=True, env=env).stdout
     runs = json.loads(out)["benchmarks"]
     # the medians over the repetitions (with one repetition Google Benchmark writes no aggregate)
     rows = {b["run_name"]: b for b in runs if b.get("aggregate_name") == "median"} or \
@@ -123,8 +144,15 @@ def main():
     p.add_argument("--no-extra-buffer-types", action="store_true",
                    help="turn off llama.cpp's AMX and repacked-weight buffers (use_extra_bufts = false)")
     p.add_argument("--lab", help="the lab's bench_ch08 binary, to run its rows in the same session")
+    p.add_argument("--lab-ch08", action="store_true",
+                   help="also run the lab's rows with chapter 08's GEMM (INFERLAB_QUANT_GEMM=ch08), same session")
     p.add_argument("--out", help="write the figures as JSON")
+    p.add_argument("--print-cmake-args", action="store_true",
+                   help="print llama.cpp's CMake switches for this CPU (see above) and exit")
     args = p.parse_args()
+    if args.print_cmake_args:
+        print(cmake_args())
+        return
     with open(args.text, encoding="utf-8") as f:
         text = f.read()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
@@ -136,6 +164,8 @@ def main():
         result["lab"] = lab_run(args.lab, args.model, args.repetitions)
         for key in ("decode_tokens_per_s", "prefill_tokens_per_s"):
             result["lab_over_llama_cpp_" + key.split("_")[0]] = result["lab"][key] / result["llama_cpp"][key]
+        if args.lab_ch08:
+            result["lab_ch08_gemm"] = lab_run(args.lab, args.model, args.repetitions, "ch08")
     text_out = json.dumps(result, indent=2)
     print(text_out)
     if args.out:

@@ -19,6 +19,7 @@
 #include "common/check.h"
 #include "common/half.h"
 #include "kernels/layers/layers.h"
+#include "kernels/quant/packed_matmul.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/primitives/cpu_simd_widen.h"
 
@@ -141,6 +142,8 @@ void linear_cpu(const Tensor<float>& x, const Weight& w, Tensor<float>& y) {
     case WeightFormat::q8_0:
     case WeightFormat::q4_0:
     case WeightFormat::q4_1:
+      if (const quant::QuantGemmChoice gemm = quant::quant_gemm_choice(); !gemm.chapter08)
+        return quant::packed_matmul_cpu(x, w.packed(), y, gemm.kernel);
       return quant::quant_matmul_cpu(x, w.block_matrix(), y);
   }
 }

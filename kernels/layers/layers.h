@@ -38,8 +38,9 @@ void linear_cpu(const Tensor<float>& x, const Tensor<float>& w, Tensor<float>& y
 /// The same product over a typed weight (@p w: [out, in]; weight.h). fp32, fp16, bf16: 16-bit
 /// weights are widened to fp32 in registers as they are loaded, then summed exactly as above
 /// (same order, same reduction), bit-identical to the overload above for fp32. Q8_0, Q4_0, Q4_1:
-/// kernels/quant/quant_matmul.h's quant_matmul_cpu() — x quantized to 8 bits a row, integer block
-/// sums — so the result carries the activations' rounding. Batch-invariant in every format.
+/// chapter 11's packed_matmul_cpu() over the weight's repacked blocks (kernels/quant/packed_matmul.h)
+/// — x quantized to 8 bits a row, integer block sums, bit-identical to chapter 08's
+/// quant_matmul_cpu() — so the result carries the activations' rounding. Batch-invariant in every format.
 /// Throws std::invalid_argument when a shape does not match.
 void linear_cpu(const Tensor<float>& x, const Weight& w, Tensor<float>& y);
 

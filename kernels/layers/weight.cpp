@@ -96,6 +96,7 @@ Weight Weight::convert(const Tensor<float>& w, WeightFormat format) {
                           std::span(storage->data() + r * rb, size_t(rb)));
     out.blocks_ = std::span<const uint8_t>(storage->data(), storage->size());
     out.keep_ = std::move(storage);
+    out.packed_ = std::make_shared<const quant::PackedMatrix>(out.block_matrix());
     return out;
   }
   out.bits16_ = Tensor<uint16_t>(w.shape());
@@ -120,6 +121,7 @@ Weight Weight::view(WeightFormat format, int64_t out, int64_t in, std::span<cons
   if (is_block_format(format)) {
     w.blocks_ = bytes;
     w.keep_ = std::move(keep_alive);
+    w.packed_ = std::make_shared<const quant::PackedMatrix>(w.block_matrix());
   } else if (format == WeightFormat::f32) {
     w.f32_ = Tensor<float>({out, in});
     if (want > 0) std::memcpy(w.f32_.data(), bytes.data(), size_t(want));
@@ -180,6 +182,13 @@ Weight Weight::take_columns(int64_t begin, int64_t end) const {
   for (int64_t r = 0; r < out_; ++r)
     std::memcpy(bytes.data() + r * width, from.data() + r * rb + skip, size_t(width));
   return owning_view(format_, out_, end - begin, std::move(bytes));
+}
+
+const quant::PackedMatrix& Weight::packed() const {
+  if (!is_block_format(format_))
+    throw std::logic_error("Weight::packed(): the weight is stored as " + std::string(to_string(format_)) +
+                           ", not a block format");
+  return *packed_;
 }
 
 const Tensor<float>& Weight::f32() const {

@@ -13,7 +13,10 @@
 /// block bytes, row by row (each row in_features / 32 blocks, GGUF's layout), owned or borrowed
 /// (view(): a memory-mapped file's tensor, without a copy); the linear layer multiplies them with
 /// kernels/quant/quant_matmul.h. Their bytes a weight are fractional (Q8_0 1.0625, Q4_0 0.5625,
-/// Q4_1 0.625): count bytes with bytes() / row_bytes() / weight_row_bytes(), exactly.
+/// Q4_1 0.625): count bytes with bytes() / row_bytes() / weight_row_bytes(), exactly. A block
+/// weight is also repacked once, when it is made, into chapter 11's interleaved layout
+/// (kernels/quant/packed_matrix.h), which the CPU linear layer multiplies; the GGUF bytes stay for
+/// lookups, the GPU and the shards.
 
 #include <cstdint>
 #include <memory>
@@ -23,6 +26,7 @@
 
 #include "common/tensor.h"
 #include "kernels/quant/block_formats.h"
+#include "kernels/quant/packed_matrix.h"
 #include "kernels/quant/quant_matmul.h"
 
 namespace inferlab {
@@ -106,6 +110,9 @@ class Weight {
   /// The block bytes as the quantized matmul's matrix (quant_matmul.h). Throws std::logic_error
   /// for f32, f16 and bf16.
   quant::BlockMatrix block_matrix() const;
+  /// The blocks repacked for chapter 11's GEMM (packed_matrix.h), made when the weight was. Throws
+  /// std::logic_error for f32, f16 and bf16.
+  const quant::PackedMatrix& packed() const;
   /// The weight at (@p row, @p col) as a float: exact for f32, f16, bf16, Q8_0 (q·d) and Q4_0
   /// ((q − 8)·d); Q4_1's q·d + m is rounded once to fp32, as ggml's dequantizer does. Unchecked
   /// indices.
@@ -140,6 +147,7 @@ class Weight {
   Tensor<uint16_t> bits16_;
   std::span<const uint8_t> blocks_;   // block formats: the rows' blocks, owned by keep_
   std::shared_ptr<const void> keep_;  // block formats: what keeps blocks_ alive
+  std::shared_ptr<const quant::PackedMatrix> packed_;  // block formats: blocks_ repacked
 };
 
 }  // namespace inferlab

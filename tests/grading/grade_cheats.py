@@ -42,6 +42,7 @@ EXPECTED = {
     "admission-reference": ("09", "inspection"),  # 9.3's Retry-After by the server's, declared by hand
     "shard-reference": ("10", "inspection"),  # 10.1 by the lab's Weight::take_rows / take_columns, declared by hand
     "mpi-ring": ("10", "inspection"),          # 10.2 by MPI_Allreduce (<mpi/mpi.h>, a system header)
+    "packed-reference": ("11", "inspection"),  # 11.1 by the lab's quant::PackedMatrix, declared by hand
     # a kernel for show, the host reading device memory: the emulator's host-access report
     "kernel-for-show": ("02", "tests", "simt: memcheck: host code read device memory allocated at softmax_rows.cu:"),
 }

@@ -26,6 +26,7 @@
 #include "tests/08-real-model/predictions_check.h"
 #include "tests/09-serving/predictions_check.h"
 #include "tests/10-parallelism/predictions_check.h"
+#include "tests/11-compute-roof/predictions_check.h"
 
 namespace inferlab {
 namespace {
@@ -641,6 +642,50 @@ TEST(WrongPredictionsCh10, GqaWithoutTheQueryHeads) {
   expect_rejected(testing::ch10::check_kv_replicas(
                       [](int64_t, int64_t g, int64_t p) { return ch10_replicas(p * g, g, p); }),
                   "the query heads forgotten");
+}
+
+// ---- chapter 11 ----
+
+TEST(WrongPredictionsCh11, RightAnswersPass) {
+  const auto ops = [](int64_t bits) { return 2.0 * double(bits) / 8.0; };
+  EXPECT_TRUE(testing::ch11::check_dot_ops(ops));
+  EXPECT_TRUE(testing::ch11::check_int8_ceiling(
+      [&](int64_t cores, double ghz, int64_t bits, double ipc) { return double(cores) * ghz * ipc * ops(bits); }));
+  const auto ai = [](int64_t m, int64_t n, int64_t k, double w) {
+    return 2.0 * double(m) * double(n) * double(k) / (double(n) * double(k) * w + 4.0 * double(m) * double(k + n));
+  };
+  EXPECT_TRUE(testing::ch11::check_gemm_intensity(ai));
+  EXPECT_TRUE(testing::ch11::check_rows_at_ridge([&](double g, double b, int64_t n, int64_t k, double w) -> int64_t {
+    if (double(n) * double(k) / (2.0 * double(n + k)) <= g / b) return 0;
+    int64_t m = 1;
+    while (ai(m, n, k, w) < g / b) ++m;
+    return m;
+  }));
+}
+
+TEST(WrongPredictionsCh11, ProductsWithoutTheirAdds) {
+  expect_rejected(testing::ch11::check_dot_ops([](int64_t bits) { return double(bits) / 8.0; }),
+                  "the products only");
+}
+
+TEST(WrongPredictionsCh11, TheFp32PeakForTheInt8Ceiling) {
+  expect_rejected(testing::ch11::check_int8_ceiling([](int64_t cores, double ghz, int64_t bits, double ipc) {
+                    return double(cores) * ghz * ipc * 2.0 * double(bits) / 32.0;
+                  }),
+                  "the fp32 FMA peak");
+}
+
+TEST(WrongPredictionsCh11, IntensityOfTheWeightsAlone) {
+  expect_rejected(testing::ch11::check_gemm_intensity(
+                      [](int64_t m, int64_t, int64_t, double w) { return 2.0 * double(m) / w; }),
+                  "the weights' bytes only");
+}
+
+TEST(WrongPredictionsCh11, RidgeRowsFromTheWeightsAlone) {
+  expect_rejected(testing::ch11::check_rows_at_ridge([](double g, double b, int64_t, int64_t, double w) {
+                    return int64_t(std::ceil(g / b * w / 2.0));
+                  }),
+                  "the weights' bytes only");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "common/npy.h"
 #include "common/roofline.h"
+#include "kernels/quant/packed_matmul.h"
 #include "kernels/registry.h"
 
 namespace inferlab::cli {
@@ -29,8 +30,9 @@ const char* kTourUsage = R"(usage: inferlab tour [--quick]
 const char* kRooflineUsage =
     R"(usage: inferlab roofline [--runs N] [--seconds S] [--working-set-mib M] [--threads N] [--out FILE]
 
-  Measures this machine's ceilings: fp32 FMA peak (every SIMD ISA the CPU has), streaming read
-  bandwidth and STREAM triad bandwidth, each the best of repeated passes; the whole measurement
+  Measures this machine's ceilings: fp32 FMA peak (every SIMD ISA the CPU has), the int8 and
+  bf16 dot-product ceilings (vpdpbusd zmm/ymm, AVX2's vpmaddubsw, vdpbf16ps: each instruction the
+  CPU reports), streaming read bandwidth and STREAM triad bandwidth, each the best of repeated passes; the whole measurement
   runs N times and the median of each ceiling is kept (one disturbed run moves nothing). The
   1-minute load average is recorded (the highest of the runs'): `analyze --device this` and the
   benchmarks warn when it exceeded the thread count.
@@ -110,7 +112,8 @@ int roofline(const std::vector<std::string>& argv) {
   require(options.threads >= 0, "threads", options.threads, "must be >= 0 (0: all cores)");
   const int64_t runs = args.integer("runs").value_or(3);
   require(runs >= 1 && runs <= 100, "runs", runs, "must be in [1, 100]");
-  std::cout << "Measuring this machine's roofline (fp32 FMA peak, read and triad bandwidth), " << runs
+  std::cout << "Measuring this machine's roofline (fp32 FMA peak, int8/bf16 dot products, read and triad bandwidth), "
+            << runs
             << (runs == 1 ? " run" : " runs, keeping the median of each ceiling") << "...\n";
   std::vector<Roofline> measured;
   for (int64_t i = 0; i < runs; ++i) {
@@ -132,7 +135,18 @@ int roofline(const std::vector<std::string>& argv) {
             << "  read bandwidth: " << r.read_gbs << " GB/s" << of << "\n"
             << "  triad:          " << r.triad_gbs << " GB/s (working set " << r.working_set_mib << " MiB)" << of
             << "\n"
-            << "  ridge point:    " << r.ridge_point() << " FLOP/byte (peak / triad)\n"
+            << "  ridge point:    " << r.ridge_point() << " FLOP/byte (peak / triad)\n";
+  for (const DotCeiling& c : r.dot_ceilings)
+    std::cout << "  " << (c.type == DotType::int8 ? "int8" : "bf16") << " dot:       " << c.gops
+              << (c.type == DotType::int8 ? " GOP/s  " : " GFLOP/s") << " " << c.instruction << of << "\n";
+  if (r.int8_gops > 0.0)
+    std::cout << "  int8 ceiling:   " << r.int8_gops << " GOP/s (" << r.int8_instruction << "), "
+              << r.int8_gops / r.peak_gflops << "x the fp32 peak; int8 ridge point " << r.int8_ridge_point()
+              << " op/byte (int8 / triad)\n";
+  else
+    std::cout << "  int8 ceiling:   none (no int8 dot-product instruction on this CPU: int8 kernels are measured "
+                 "against the fp32 peak)\n";
+  std::cout
             << std::setprecision(2) << "  load average:   " << r.load_average << " (highest at the start of a run; "
             << r.threads << " threads)"
             << (r.measured_busy() ? ": the machine was busy, so these ceilings may read low; rerun when it is idle"
@@ -196,6 +210,15 @@ int versions(const std::vector<std::string>& argv) {
   for (const PrefillWithCacheVersion& v : prefill_with_cache_versions())
     row(v.name, v.backend, v.chapter, to_string(v.input), v.summary);
   std::cout << "Every decode version above also reads a paged cache (chapter 06) through its layout.\n";
+  // Chapter 11: the quantized GEMM's instructions, chosen when the program starts from what the CPU
+  // reports (CPUID), not from the compiler's -march.
+  const quant::QuantGemmChoice gemm = quant::quant_gemm_choice();
+  std::cout << "Quantized GEMM of the CPU linear layer (chapter 11; INFERLAB_QUANT_GEMM picks another):\n";
+  for (const quant::PackedKernel k : quant::available_packed_kernels())
+    std::cout << "  cpu/packed-" << std::left << std::setw(14) << quant::to_string(k) << std::right << " "
+              << quant::instruction(k) << (!gemm.chapter08 && k == gemm.kernel ? "  <- runs" : "") << "\n";
+  std::cout << "  cpu/ch08-rows           chapter 08's kernel over GGUF's rows (compiled for -march)"
+            << (gemm.chapter08 ? "  <- runs" : "") << "\n";
   return 0;
 }
 

@@ -1,0 +1,57 @@
+// packed_matmul_cpu()'s AVX-VNNI version: the VEX-encoded ymm vpdpbusd of Intel's Alder Lake and
+// later client cores (no AVX-512 there; AMD Zen 4 has only the EVEX form and runs the zmm version).
+// ymm vectors of 8 outputs (half a packed group), tiles of 4 rows × 8 outputs in the 16 ymm
+// registers. Compiled with -mavx2 -mfma -mf16c -mavxvnni (kernels/CMakeLists.txt), called only on a
+// CPU that reports them (packed_matmul.cpp).
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 headers (the `__Y = __Y` undefined
+// pass-through operand, GCC bug 105593), located in the header: silenced for this file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/quant/cpu_packed_microkernel.h"
+
+namespace inferlab::quant::packed {
+namespace {
+
+struct AvxVnni {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kLanes = 8, kMR = 4, kNV = 1;
+  static constexpr int32_t kS8Offset = 128;  // Q8_0 codes fed to vpdpbusd as q + 128 (unsigned)
+  static I zero() { return _mm256_setzero_si256(); }
+  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I bcast4(const int8_t* p) {
+    int32_t four;
+    std::memcpy(&four, p, 4);
+    return _mm256_set1_epi32(four);
+  }
+  static I low_nibbles(I raw) { return _mm256_and_si256(raw, _mm256_set1_epi8(15)); }
+  static I high_nibbles(I raw) { return _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15)); }
+  static I prepare_s8(I w) { return _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))); }
+  static I dot_u8(I acc, I u, I x) { return _mm256_dpbusd_avx_epi32(acc, u, x); }
+  static I dot_s8(I acc, I w_plus_128, I x) { return _mm256_dpbusd_avx_epi32(acc, w_plus_128, x); }
+  static F fzero() { return _mm256_setzero_ps(); }
+  static F halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void store_first(float* p, F v, int n) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    for (int i = 0; i < n; ++i) p[i] = lanes[i];
+  }
+};
+
+}  // namespace
+
+void gemm_avx_vnni(const GemmArgs& args) {
+  gemm<AvxVnni>(args);
+}
+
+}  // namespace inferlab::quant::packed
