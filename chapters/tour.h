@@ -73,6 +73,12 @@ void tour_chapter07(std::ostream& out, const Roofline& roofline, const TourOptio
 /// decode tokens/s beside the ceiling read bandwidth / bytes per token from @p roofline.
 void tour_chapter08(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 11: the int8 ceiling beside the fp32 peak, one Q8_0 GEMM at SmolLM2's gate/up shape by
+/// chapter 08's kernel and by the packed one (GOP/s, % of the int8 ceiling, the ratio), and
+/// SmolLM2's prefill with the packed GEMM (tokens/s and % of the int8 ceiling; skipped with a
+/// message when the model is not installed).
+void tour_chapter11(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
 /// Seconds of the fastest of a few calls of @p version on @p q, @p k, @p v (after one untimed
 /// call; about 0.3 s of calls, 2 to 20 of them; one with @p quick). The output is scratch.
 double time_prefill(const AttentionVersion& version, const Tensor<float>& q, const Tensor<float>& k,

@@ -23,7 +23,10 @@
 #               scattered order), L = 8192 batch 16 and L = 32768 batch 4 (every paged_decode_gpu_ run);
 #   bench_ch08  SmolLM2-135M through the resident cuda model runner: a decode step of B = 1 … 64
 #               sequences at 512 cached tokens, and a 512-token prefill (decode_cuda/, prefill_cuda);
-#               skipped, and said so, when the model is not installed (./inferlab setup needs PyPI).
+#               skipped, and said so, when the model is not installed (./inferlab setup needs PyPI);
+#   bench_ch11  chapter 08's per-row __dp4a matmul beside chapter 11's tiled one (64 outputs × 16
+#               rows a thread block), Q8_0 / Q4_0 / Q4_1 at SmolLM2's shapes, M = 1, 16, 64, 512
+#               (every gemm_cuda/ run).
 # Their JSON goes to $build/bench/<bench>.json, and tools/gpu_bench_report.py turns each into the
 # report's sections: the GPU's measured ceilings, the side-by-side tables and the GPU
 # targets (ch02: cuda/cublas ≥ 50% of SGEMM, cuda/tiled ≥ 5× cuda/naive; ch03: cuda/decode ≥ 80%
@@ -39,7 +42,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
 build=${BUILD_DIR:-build/gpu}
-benches=${BENCHES:-bench_ch02 bench_ch03 bench_ch04 bench_ch05 bench_ch06 bench_ch08}
+benches=${BENCHES:-bench_ch02 bench_ch03 bench_ch04 bench_ch05 bench_ch06 bench_ch08 bench_ch11}
 bench_filter=${BENCH_FILTER:-}
 # The default filter of each benchmark (see above); one not listed runs whole ('.').
 declare -A default_filter=(
@@ -49,6 +52,7 @@ declare -A default_filter=(
   [bench_ch05]='^prefill_gpu/'
   [bench_ch06]='^paged_decode_gpu_'
   [bench_ch08]='^(decode|prefill)_cuda'
+  [bench_ch11]='^gemm_cuda/'
 )
 bench_min_time=${BENCH_MIN_TIME:-0.1}
 bench_timeout=${BENCH_TIMEOUT:-240}

@@ -385,8 +385,30 @@ def report_ch08(data):
         lines + [""]
 
 
+def report_ch11(data):
+    """bench_ch11's gemm_cuda/<format>/<shape>/<per_row|tiled>/M: the two kernels side by side."""
+    out = ["### Chapter 11 quantized GEMM on the GPU (bench_ch11: per-row vs tiled __dp4a)", ""]
+    runs = {}
+    for run in plain_runs(data):
+        match = re.match(r"gemm_cuda/([^/]+)/([^/]+)/(per_row|tiled)/(\d+)", run.get("run_name", run["name"]))
+        if match:
+            runs[(match.group(1), match.group(2), int(match.group(4)), match.group(3))] = run
+    if not runs:
+        return out + ["(no gemm_cuda runs in this file: no GPU)", ""]
+    lines = ["| format | out × in | M | per-row GOP/s | tiled GOP/s | tiled / per-row |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for fmt, shape, rows in sorted({(f, s, m) for (f, s, m, _) in runs}):
+        per_row, tiled = runs.get((fmt, shape, rows, "per_row")), runs.get((fmt, shape, rows, "tiled"))
+        if per_row is None or tiled is None:
+            continue
+        lines.append(f"| {fmt} | {shape} | {rows} | {per_row['GOP/s']:.0f} | {tiled['GOP/s']:.0f} | "
+                     f"{tiled['GOP/s'] / per_row['GOP/s']:.2f}× |")
+    return out + lines + [""]
+
+
 REPORTS = {"bench_ch02": report_ch02, "bench_ch03": report_ch03, "bench_ch04": report_ch04,
-           "bench_ch05": report_ch05, "bench_ch06": report_ch06, "bench_ch08": report_ch08}
+           "bench_ch05": report_ch05, "bench_ch06": report_ch06, "bench_ch08": report_ch08,
+           "bench_ch11": report_ch11}
 
 
 def which_bench(path, data):
@@ -402,7 +424,8 @@ def report(path):
     data = load(path)
     bench = which_bench(path, data)
     if bench is None:
-        out = [f"### {path}", "", "(not the JSON of bench_ch02 … bench_ch06 or bench_ch08: nothing to report)", ""]
+        out = [f"### {path}", "", "(not the JSON of bench_ch02 … bench_ch06, bench_ch08 or bench_ch11: nothing to report)",
+               ""]
     else:
         out = REPORTS[bench](data)
     errors = error_lines(data)

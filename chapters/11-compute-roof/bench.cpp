@@ -11,20 +11,32 @@
 //       byte of weights, x and y), GB/s, read_pct (of the read bandwidth) and roof_pct (of
 //       min(int8 ceiling, AI × triad bandwidth): the roof at this AI).
 //
+//   gemm_cuda/<format>/<out>x<in>/<kernel>/M   on a GPU only (registered when the cuda backend can
+//       run here; tools/gpu-check.sh runs them): the same products at the device level
+//       (quant_matmul_device: the activations' quantization and the matmul), kernel "per_row"
+//       (chapter 08's: one thread a (row, output)) or "tiled" (chapter 11's: 64 outputs × 16 rows
+//       a thread block, each weight chunk staged once for the 16 rows), M = 1 … 512: GOP/s and the
+//       weights' GB/s (kernels/timing/cuda_timing.h: CUDA events around a batch of calls).
+//
 //   ./inferlab bench ch11 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //       --benchmark_out=docs/plots/ch11-gemm.json --benchmark_out_format=json
 //   ./inferlab bench ch11 --benchmark_filter='gemm/Q8_0/1536x576/.*/64$'      one shape
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <iostream>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "chapters/bench_counters.h"
+#include "common/backend.h"
+#include "common/config.h"
 #include "common/rng.h"
 #include "kernels/quant/block_quant.h"
 #include "kernels/quant/packed_matmul.h"
 #include "kernels/quant/quant_matmul.h"
+#include "kernels/timing/cuda_timing.h"
 
 namespace {
 
@@ -93,6 +105,22 @@ void BM_gemm(benchmark::State& state, GgmlType type, Shape s, std::string kernel
   state.counters["roof_pct"] = 100.0 * gops / roof_gops;
 }
 
+#if INFERLAB_WITH_CUDA
+void BM_gemm_cuda(benchmark::State& state, GgmlType type, Shape s, quant::QuantMatmulKernel kernel) {
+  const int64_t rows = state.range(0);
+  double seconds = 0.0;
+  for (auto _ : state) {
+    seconds = cuda::quant_matmul_seconds_per_call(type, rows, s.out, s.in, kernel, 2, 20);
+    state.SetIterationTime(seconds);
+  }
+  const Cost cost = quant::quant_matmul_cost(rows, type, s.out, s.in);
+  state.counters["M"] = double(rows);
+  state.counters["GOP/s"] = cost.flops / seconds / 1e9;
+  state.counters["weight_GB/s"] = double(s.out) * double(quant::row_bytes(type, s.in)) / seconds / 1e9;
+  state.counters["AI"] = cost.arithmetic_intensity();
+}
+#endif
+
 void register_benchmarks() {
   const std::string best(quant::to_string(quant::best_packed_kernel()));
   for (const GgmlType type : kTypes)
@@ -114,6 +142,23 @@ void register_benchmarks() {
             ->Unit(benchmark::kMicrosecond)
             ->Arg(64);
       }
+  const std::string no_gpu = backend_unavailable_reason(Backend::cuda);
+#if INFERLAB_WITH_CUDA
+  if (no_gpu.empty())
+    for (const GgmlType type : kTypes)
+      for (const Shape& s : kShapes)
+        for (const auto& [kernel, name] : {std::pair{quant::QuantMatmulKernel::per_row, "per_row"},
+                                           std::pair{quant::QuantMatmulKernel::tiled, "tiled"}}) {
+          const std::string bench_name = "gemm_cuda/" + std::string(quant::to_string(type)) + "/" + std::to_string(s.out) +
+                                         "x" + std::to_string(s.in) + "/" + name;
+          auto* b = benchmark::RegisterBenchmark(bench_name.c_str(), BM_gemm_cuda, type, s, kernel)
+                        ->UseManualTime()
+                        ->Unit(benchmark::kMicrosecond)
+                        ->Iterations(3);
+          for (const int64_t rows : {1, 16, 64, 512}) b->Arg(rows);
+        }
+#endif
+  if (!no_gpu.empty()) std::cerr << "bench_ch11: gemm_cuda skipped: " << no_gpu << "\n";
   const Roofline& roof = bench::measured_roofline();
   benchmark::AddCustomContext("packed_kernel", best + " (" + std::string(quant::instruction(quant::best_packed_kernel())) + ")");
   benchmark::AddCustomContext("int8_gops", std::to_string(roof.int8_gops));

@@ -31,17 +31,21 @@
 ///
 ///     bytes   0 …  31   d[0 … 15]: the fp16 scale of block b of output 16g + o, at 2·o
 ///     bytes  32 … 543   8 chunks c = 0 … 7 of 64 bytes: chunk c byte 4·o + t is code 4c + t of
-///                       block b of output 16g + o (t = 0 … 3)
+///                       block b of output 16g + o (t = 0 … 3), stored as the UNSIGNED byte q + 128
 ///
 /// So a chunk is one 512-bit register: 16 outputs × 4 consecutive codes. One `vpdpbusd` multiplies
 /// it by 4 activation codes broadcast to every lane and adds the four products into each lane's
-/// int32: 16 outputs advance by 4 values in one instruction, each in its own lane.
+/// int32: 16 outputs advance by 4 values in one instruction, each in its own lane. The instruction
+/// multiplies UNSIGNED bytes by signed ones, and the weights are the operand that must be unsigned
+/// (the activations are the broadcast one): so each code q is stored as q + 128 — the byte q xor
+/// 0x80 — once, when the matrix is packed, and the 128 comes back exactly from the activations:
+/// Σ (q + 128)·x = Σ q·x + 128·Σ x. The padding rows' codes are 128 too (q = 0).
 ///
 /// Worked example: out = 2, in = 32. Row 0's block: d = 0x3C00 (1.0), codes 0, 1, …, 31; row 1's:
 /// d = 0x4000 (2.0), codes −1, −2, …, −32. The packed matrix is one group, one block, 544 bytes:
 ///     bytes 0–1: 00 3C; bytes 2–3: 00 40; bytes 4–31: 0 (the 14 padding outputs' scales)
-///     chunk 0 (bytes 32–95):  00 01 02 03 | FF FE FD FC | then 56 zero bytes
-///     chunk 1 (bytes 96–159): 04 05 06 07 | FB FA F9 F8 | then 56 zero bytes ... and so on to chunk 7.
+///     chunk 0 (bytes 32–95):  80 81 82 83 | 7F 7E 7D 7C | then 56 bytes of 80
+///     chunk 1 (bytes 96–159): 84 85 86 87 | 7B 7A 79 78 | then 56 bytes of 80 ... and so on to chunk 7.
 
 #include <cstdint>
 #include <span>
@@ -51,14 +55,15 @@ namespace inferlab::student {
 
 /// Exercise 11.1 — repack a Q8_0 matrix: @p gguf_rows holds @p out rows of @p in values in GGUF's
 /// Q8_0 blocks (34 bytes a block, in / 32 blocks a row); return the packed matrix of this file's
-/// layout: ⌈out / 16⌉ groups × (in / 32) packed blocks of 544 bytes, the padding rows' bytes zero.
+/// layout: ⌈out / 16⌉ groups × (in / 32) packed blocks of 544 bytes, the padding rows' scales 0 and
+/// their codes 0x80.
 /// Refuse, through common/check.h's require(), with std::invalid_argument whose message is
 /// "<name> = <value>: <rule>", naming the first bad argument in this order: "in" when it is not a
 /// positive multiple of 32; "out" when it is negative; "gguf_rows.size()" when it is not
 /// out · in / 32 · 34.
 /// Graded: the worked example; random matrices (out 1 … 40, in 32 … 288), every byte equal to
 /// the lab's quant::PackedMatrix; the refusals, each naming its argument. Size hint: roughly 15
-/// lines (two nested loops over rows and blocks; memcpy a scale and 8 runs of 4 codes).
+/// lines (two nested loops over rows and blocks; copy a scale and 8 runs of 4 codes, each xor 0x80).
 std::vector<uint8_t> repack_q8_0(std::span<const uint8_t> gguf_rows, int64_t out, int64_t in);
 
 /// One 32-value block of a quantized activation row (Q8_0 activations: chapter 08 quantizes each
@@ -80,17 +85,15 @@ struct ActivationBlock {
 ///
 ///     acc = 0.0f
 ///     for each block b, in order:
-///         Σ   = Σ_j code_w[o][b][j] · codes_x[r][b][j]      exact, in int32
+///         Σ   = Σ_j q_w[o][b][j] · codes_x[r][b][j]         exact, in int32 (q_w = byte − 128,
+///                                                           or Σ byte·x − 128 · code_sum)
 ///         acc = fma(d_w[o][b] · d_x[r][b], float(Σ), acc)   one fma; d_w · d_x is one fp32 multiply
 ///     y[r · 16 + o] = acc
 ///
 /// d_w is the packed block's fp16 scale of output o (common/half.h's half_bits_to_float). Keep
 /// every (row, output) pair in its own lane — an array `int32_t sum[4][16]`, the 16 outputs
 /// innermost — and never add parts of one output's sum across lanes; then the compiler can
-/// vectorize the lanes, and the bits are the reference's whatever the number of rows. Read the
-/// codes through an `const int8_t*`: GCC 12 at -O3 -march=native compiles Σ int8_t(byte) · x over
-/// `uint8_t` bytes into vpdpbusd with the bytes taken as unsigned (a compiler bug the lab met in
-/// chapter 08: every negative code summed wrong).
+/// vectorize the lanes, and the bits are the reference's whatever the number of rows.
 /// Graded: random groups and rows (1 … 4 rows; 1, 3 and 17 blocks; outliers in the activations),
 /// each of the 16 × num_rows outputs memcmp-equal to the reference, outputs poisoned first.
 /// Size hint: roughly 20 lines.

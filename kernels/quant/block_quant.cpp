@@ -35,12 +35,15 @@ float max_abs(const float* x) {
   return amax;
 }
 
+}  // namespace
+
 // Q8_0 and Q8_1 share the codes: round(x · (1/d)), d = max|x| / 127, rounding half away from zero
 // (std::round). Returns d (fp32) and Σq. The AVX2 path is the same arithmetic on 8 values at a
 // time — v − trunc(v) is exact, so "trunc, then one step away from zero when the fraction is ≥ ½"
 // is round(v) bit for bit — because the activations of every quantized matmul come through here
 // (the scalar loop was 6% of a decode step).
-float quantize_q8(const float* x, int8_t* qs, int& sum) {
+
+float quantize_block_q8(const float* x, int8_t* qs, int& sum) {
   const float d = max_abs(x) / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   sum = 0;
@@ -72,6 +75,8 @@ float quantize_q8(const float* x, int8_t* qs, int& sum) {
 #endif
   return d;
 }
+
+namespace {
 
 template <class Block>
 void from_bytes(std::span<const uint8_t> bytes, int64_t b, Block& block) {
@@ -167,7 +172,7 @@ void quantize_row_q8_0(std::span<const float> x, std::span<BlockQ8_0> y) {
   const int64_t blocks = checked_blocks(x.size(), y.size(), "y.size()");
   for (int64_t b = 0; b < blocks; ++b) {
     int sum = 0;
-    y[size_t(b)].d = float_to_half_bits(quantize_q8(x.data() + b * kBlockValues, y[size_t(b)].qs, sum));
+    y[size_t(b)].d = float_to_half_bits(quantize_block_q8(x.data() + b * kBlockValues, y[size_t(b)].qs, sum));
   }
 }
 
@@ -175,7 +180,7 @@ void quantize_row_q8_1(std::span<const float> x, std::span<BlockQ8_1> y) {
   const int64_t blocks = checked_blocks(x.size(), y.size(), "y.size()");
   for (int64_t b = 0; b < blocks; ++b) {
     int sum = 0;
-    const float d = quantize_q8(x.data() + b * kBlockValues, y[size_t(b)].qs, sum);
+    const float d = quantize_block_q8(x.data() + b * kBlockValues, y[size_t(b)].qs, sum);
     y[size_t(b)].d = float_to_half_bits(d);
     y[size_t(b)].s = float_to_half_bits(float(sum) * d);  // the fp32 d, as ggml: not fp16(d)·Σq
   }

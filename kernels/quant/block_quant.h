@@ -67,6 +67,11 @@ void quantize_row_q4_1(std::span<const float> x, std::span<BlockQ4_1> y);
 void quantize_row_q8_0(std::span<const float> x, std::span<BlockQ8_0> y);
 /// Quantizes @p x into Q8_1 blocks, as quantize_row_q8_1_ref; errors as quantize_row_q4_0().
 void quantize_row_q8_1(std::span<const float> x, std::span<BlockQ8_1> y);
+/// The one block of 32 values at @p x that quantize_row_q8_0() and quantize_row_q8_1() quantize
+/// (the same code: the same codes and scale): d = max|x| / 127, qs[j] = round(x[j] / d) (half away
+/// from zero) into @p qs, Σ qs[j] into @p sum; returns d in fp32, before its rounding to fp16 (Q8_1's
+/// s is fp16(Σq · d) of this d). For a kernel that lays the blocks out its own way (packed_matmul.h).
+float quantize_block_q8(const float* x, int8_t* qs, int& sum);
 
 /// Decodes @p x into @p y (32 values a block): (q − 8)·d, exact in fp32. Throws
 /// std::invalid_argument naming y.size() when it is not 32·x.size().

@@ -22,7 +22,6 @@ struct Avx2 {
   using I = __m256i;
   using F = __m256;
   static constexpr int kLanes = 8, kMR = 4, kNV = 1;
-  static constexpr int32_t kS8Offset = 0;  // Q8_0 by the sign trick: exact, no offset
   static I zero() { return _mm256_setzero_si256(); }
   static I set1(int32_t v) { return _mm256_set1_epi32(v); }
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -33,11 +32,11 @@ struct Avx2 {
   }
   static I low_nibbles(I raw) { return _mm256_and_si256(raw, _mm256_set1_epi8(15)); }
   static I high_nibbles(I raw) { return _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15)); }
-  static I prepare_s8(I w) { return w; }
+  static I prepare_q8(I w_plus_128) { return _mm256_xor_si256(w_plus_128, _mm256_set1_epi8(char(0x80))); }  // q again
   static I dot_u8(I acc, I u, I x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
   }
-  static I dot_s8(I acc, I w, I x) {
+  static I dot_q8(I acc, I w, I x) {
     return dot_u8(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
   }
   static F fzero() { return _mm256_setzero_ps(); }
@@ -56,8 +55,8 @@ struct Avx2 {
 
 }  // namespace
 
-void gemm_avx2(const GemmArgs& args) {
-  gemm<Avx2>(args);
+void gemm_avx2(const GemmArgs& args, int thread, int threads) {
+  gemm<Avx2>(args, thread, threads);
 }
 
 }  // namespace inferlab::quant::packed

@@ -24,7 +24,6 @@ struct Avx512Vnni {
   using I = __m512i;
   using F = __m512;
   static constexpr int kLanes = 16, kMR = 4, kNV = 2;
-  static constexpr int32_t kS8Offset = 128;  // Q8_0 codes fed to vpdpbusd as q + 128 (unsigned)
   static I zero() { return _mm512_setzero_si512(); }
   static I set1(int32_t v) { return _mm512_set1_epi32(v); }
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
@@ -35,9 +34,9 @@ struct Avx512Vnni {
   }
   static I low_nibbles(I raw) { return _mm512_and_si512(raw, _mm512_set1_epi8(15)); }
   static I high_nibbles(I raw) { return _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(15)); }
-  static I prepare_s8(I w) { return _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80))); }
+  static I prepare_q8(I w_plus_128) { return w_plus_128; }  // stored unsigned: vpdpbusd's operand as it is
   static I dot_u8(I acc, I u, I x) { return _mm512_dpbusd_epi32(acc, u, x); }
-  static I dot_s8(I acc, I w_plus_128, I x) { return _mm512_dpbusd_epi32(acc, w_plus_128, x); }
+  static I dot_q8(I acc, I w_plus_128, I x) { return _mm512_dpbusd_epi32(acc, w_plus_128, x); }
   static F fzero() { return _mm512_setzero_ps(); }
   static F halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static F set1f(float v) { return _mm512_set1_ps(v); }
@@ -50,8 +49,8 @@ struct Avx512Vnni {
 
 }  // namespace
 
-void gemm_avx512_vnni(const GemmArgs& args) {
-  gemm<Avx512Vnni>(args);
+void gemm_avx512_vnni(const GemmArgs& args, int thread, int threads) {
+  gemm<Avx512Vnni>(args, thread, threads);
 }
 
 }  // namespace inferlab::quant::packed

@@ -20,7 +20,6 @@ struct AvxVnni {
   using I = __m256i;
   using F = __m256;
   static constexpr int kLanes = 8, kMR = 4, kNV = 1;
-  static constexpr int32_t kS8Offset = 128;  // Q8_0 codes fed to vpdpbusd as q + 128 (unsigned)
   static I zero() { return _mm256_setzero_si256(); }
   static I set1(int32_t v) { return _mm256_set1_epi32(v); }
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -31,9 +30,9 @@ struct AvxVnni {
   }
   static I low_nibbles(I raw) { return _mm256_and_si256(raw, _mm256_set1_epi8(15)); }
   static I high_nibbles(I raw) { return _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15)); }
-  static I prepare_s8(I w) { return _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))); }
+  static I prepare_q8(I w_plus_128) { return w_plus_128; }  // stored unsigned: vpdpbusd's operand as it is
   static I dot_u8(I acc, I u, I x) { return _mm256_dpbusd_avx_epi32(acc, u, x); }
-  static I dot_s8(I acc, I w_plus_128, I x) { return _mm256_dpbusd_avx_epi32(acc, w_plus_128, x); }
+  static I dot_q8(I acc, I w_plus_128, I x) { return _mm256_dpbusd_avx_epi32(acc, w_plus_128, x); }
   static F fzero() { return _mm256_setzero_ps(); }
   static F halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static F set1f(float v) { return _mm256_set1_ps(v); }
@@ -50,8 +49,8 @@ struct AvxVnni {
 
 }  // namespace
 
-void gemm_avx_vnni(const GemmArgs& args) {
-  gemm<AvxVnni>(args);
+void gemm_avx_vnni(const GemmArgs& args, int thread, int threads) {
+  gemm<AvxVnni>(args, thread, threads);
 }
 
 }  // namespace inferlab::quant::packed

@@ -10,13 +10,13 @@
 //       horizontal sum; rows blocked to fit L2 (MC); instructions chosen at run time
 #include "kernels/quant/packed_matmul.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common/check.h"
@@ -34,13 +34,13 @@ namespace {
 using packed::Activation;
 using packed::GemmArgs;
 
-// The contract's arithmetic over the packed layout, one (row, output) at a time.
-void gemm_scalar(const GemmArgs& a) {
+// The contract's arithmetic over the packed layout, one (row, output) at a time: thread @p thread's
+// share of the outputs.
+void gemm_scalar(const GemmArgs& a, int thread, int threads) {
   const PackedMatrix& w = *a.w;
   const int64_t blocks = w.blocks(), out = w.out();
   const bool q4_0 = w.type() == GgmlType::q4_0;
-#pragma omp parallel for schedule(static) if (a.parallel)
-  for (int64_t o = 0; o < out; ++o)
+  for (int64_t o = out * thread / threads; o < out * (thread + 1) / threads; ++o)
     for (int64_t r = 0; r < a.rows; ++r) {
       const Activation* x = a.act + r * blocks;
       float acc = 0.0f;
@@ -54,29 +54,17 @@ void gemm_scalar(const GemmArgs& a) {
     }
 }
 
-// Row @p row of x quantized as chapter 08's kernel quantizes it (the same functions, so the same
-// codes and scales), then widened into the micro-kernel's blocks with their code sums.
-template <class Block>
-void quantize_activation_row(const float* x, int64_t in, Activation* to) {
-  const int64_t blocks = in / 32;
-  thread_local std::vector<Block> row;
-  row.resize(size_t(blocks));
-  if constexpr (std::is_same_v<Block, BlockQ8_1>)
-    quantize_row_q8_1(std::span(x, size_t(in)), row);
-  else
-    quantize_row_q8_0(std::span(x, size_t(in)), row);
-  for (int64_t b = 0; b < blocks; ++b) {
+// Row @p row of x quantized as chapter 08's kernel quantizes it — quantize_block_q8(), the code of
+// quantize_row_q8_0 / _q8_1, so the same codes and scales — straight into the micro-kernel's blocks
+// (the scales widened back from fp16, Q8_1's s with them; the sums' start from the codes' sum).
+void quantize_activation_row(const float* x, int64_t in, bool q8_1, int32_t offset, Activation* to) {
+  for (int64_t b = 0; b < in / 32; ++b) {
     Activation& a = to[b];
-    a.d = half_bits_to_float(row[size_t(b)].d);
-    if constexpr (std::is_same_v<Block, BlockQ8_1>)
-      a.s = half_bits_to_float(row[size_t(b)].s);
-    else
-      a.s = 0.0f;
-    a.sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      a.qs[j] = row[size_t(b)].qs[j];
-      a.sum += a.qs[j];
-    }
+    int sum = 0;
+    const float d = quantize_block_q8(x + b * 32, a.qs, sum);
+    a.d = half_bits_to_float(float_to_half_bits(d));
+    a.s = q8_1 ? half_bits_to_float(float_to_half_bits(float(sum) * d)) : 0.0f;
+    a.start = -offset * sum;
   }
 }
 
@@ -183,31 +171,44 @@ void packed_matmul_cpu(const Tensor<float>& x, const PackedMatrix& w, Tensor<flo
   const int64_t rows = x.dim(0), in = w.in(), blocks = w.blocks();
   if (rows == 0 || w.out() == 0) return;
   // Each activation row quantized once per call, into a buffer kept between calls (no allocation
-  // per decode step); its pointer taken here, outside the parallel regions.
+  // per decode step); its pointer taken here, outside the parallel region.
   thread_local std::vector<Activation> act;
   act.resize(size_t(rows * blocks));
   Activation* const a = act.data();
   const bool q8_1 = w.type() == GgmlType::q4_1;
-#pragma omp parallel for schedule(static) if (rows * in >= (int64_t{1} << 16))
-  for (int64_t r = 0; r < rows; ++r) {
-    if (q8_1)
-      quantize_activation_row<BlockQ8_1>(x.data() + r * in, in, a + r * blocks);
-    else
-      quantize_activation_row<BlockQ8_0>(x.data() + r * in, in, a + r * blocks);
-  }
-  // Threads only when there is work for them (as chapter 08's kernel): waking them costs µs.
-  const GemmArgs args{a, rows, &w, y.data(), rows * w.out() * in >= (int64_t{1} << 18), l2_cache_bytes()};
-  switch (kernel) {
+  const int32_t offset =
+      packed::code_offset(w.type(), kernel == PackedKernel::avx512_vnni || kernel == PackedKernel::avx_vnni);
+  const GemmArgs args{a, rows, &w, y.data(), l2_cache_bytes()};
+  // One parallel region for both steps (waking the threads costs microseconds; only when there is
+  // work for them, as chapter 08's kernel): each thread quantizes its share of the rows, waits for
+  // the others (every panel needs every row), then computes its share of the output panels. A few
+  // rows (a decode step) are quantized before the region instead: no barrier to wait at.
+  const bool few_rows = rows * in < (int64_t{1} << 14);
+  if (few_rows)
+    for (int64_t r = 0; r < rows; ++r) quantize_activation_row(x.data() + r * in, in, q8_1, offset, a + r * blocks);
+#pragma omp parallel if (rows * w.out() * in >= (int64_t{1} << 18))
+  {
+    const int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+    if (!few_rows) {
+      for (int64_t r = rows * thread / threads; r < rows * (thread + 1) / threads; ++r)
+        quantize_activation_row(x.data() + r * in, in, q8_1, offset, a + r * blocks);
+#pragma omp barrier
+    }
+    switch (kernel) {
 #if INFERLAB_PACKED_X86
-    case PackedKernel::avx512_vnni:
-      return packed::gemm_avx512_vnni(args);
-    case PackedKernel::avx_vnni:
-      return packed::gemm_avx_vnni(args);
-    case PackedKernel::avx2:
-      return packed::gemm_avx2(args);
+      case PackedKernel::avx512_vnni:
+        packed::gemm_avx512_vnni(args, thread, threads);
+        break;
+      case PackedKernel::avx_vnni:
+        packed::gemm_avx_vnni(args, thread, threads);
+        break;
+      case PackedKernel::avx2:
+        packed::gemm_avx2(args, thread, threads);
+        break;
 #endif
-    default:
-      return gemm_scalar(args);
+      default:
+        gemm_scalar(args, thread, threads);
+    }
   }
 }
 

@@ -8,18 +8,16 @@
 ///
 /// What V provides (I: int32 lanes, F: fp32 lanes, kLanes of each):
 ///   kLanes, kMR, kNV    lanes a vector; rows and vectors of outputs in a tile
-///   kS8Offset           128 when dot_s8 feeds Q8_0 codes as q + 128 (vpdpbusd), 0 when exact (AVX2)
 ///   zero(), set1(int)   int32 vectors
 ///   load(p)             kLanes × 4 bytes of a chunk (unaligned)
 ///   bcast4(p)           4 activation bytes into every lane
 ///   low_nibbles(raw), high_nibbles(raw)   Q4 codes 0–15 of a chunk's two nibble planes
-///   prepare_s8(w)       a chunk of Q8_0 codes made ready for dot_s8 (once, shared by the tile's rows)
+///   prepare_q8(w)       a chunk of Q8_0 codes (stored q + 128) made ready for dot_q8, once a chunk
+///                       (shared by the tile's rows): as it is for vpdpbusd, back to signed for AVX2
 ///   dot_u8(acc, u, x)   acc + Σ of 4 products of unsigned u and signed x, each lane
-///   dot_s8(acc, w, x)   the same for Q8_0's signed codes (prepared)
+///   dot_q8(acc, w, x)   the same for Q8_0's prepared codes
 ///   halves(p)           kLanes fp16 values → F;  set1f, mul, fma, cvt (int32 → fp32)
 ///   store(p, v), store_first(p, v, n)      all lanes, or the first n
-#include <omp.h>
-
 #include <cstdint>
 
 #include "kernels/quant/cpu_packed_gemm.h"
@@ -35,11 +33,6 @@ struct Format {
   static constexpr int kChunks = kNibbles ? 4 : 8;          ///< 64-byte chunks of codes
   static constexpr int64_t kScales = kMin ? 64 : 32;        ///< bytes of d (and m) first
   static constexpr int64_t kBlock = kScales + 64 * kChunks;  ///< bytes of a packed block
-  /// The value the block's int32 sum starts from, times Σx: the weight codes' offset.
-  template <class V>
-  static constexpr int32_t offset() {
-    return kType == GgmlType::q8_0 ? V::kS8Offset : kType == GgmlType::q4_0 ? 8 : 0;
-  }
 };
 
 /// Where the micro-kernel finds one vector of outputs: its group's packed data and the lane offset
@@ -58,7 +51,6 @@ inline void micro_kernel(const VectorOfOutputs* vec, const Activation* const* x,
                          int64_t out) {
   using I = typename V::I;
   using F = typename V::F;
-  constexpr int32_t kOffset = Fmt::template offset<V>();
   F acc[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = V::fzero();
@@ -67,9 +59,10 @@ inline void micro_kernel(const VectorOfOutputs* vec, const Activation* const* x,
     for (int v = 0; v < NV; ++v) block[v] = vec[v].group + b * Fmt::kBlock;
     I sum[MR][NV];
     for (int r = 0; r < MR; ++r) {
-      const I start = kOffset != 0 ? V::set1(-kOffset * x[r][b].sum) : V::zero();
+      const I start = V::set1(x[r][b].start);  // −offset·Σx (cpu_packed_gemm.h): a broadcast load
       for (int v = 0; v < NV; ++v) sum[r][v] = start;
     }
+#pragma GCC unroll 8
     for (int j = 0; j < Fmt::kChunks; ++j) {
       if constexpr (Fmt::kNibbles) {
         // One chunk: values 4j … 4j + 3 in its low nibbles, 16 + 4j … 16 + 4j + 3 in its high ones.
@@ -85,10 +78,10 @@ inline void micro_kernel(const VectorOfOutputs* vec, const Activation* const* x,
         }
       } else {
         I w[NV];
-        for (int v = 0; v < NV; ++v) w[v] = V::prepare_s8(V::load(block[v] + Fmt::kScales + 64 * j + 4 * vec[v].lane));
+        for (int v = 0; v < NV; ++v) w[v] = V::prepare_q8(V::load(block[v] + Fmt::kScales + 64 * j + 4 * vec[v].lane));
         for (int r = 0; r < MR; ++r) {
           const I xq = V::bcast4(x[r][b].qs + 4 * j);
-          for (int v = 0; v < NV; ++v) sum[r][v] = V::dot_s8(sum[r][v], w[v], xq);
+          for (int v = 0; v < NV; ++v) sum[r][v] = V::dot_q8(sum[r][v], w[v], xq);
         }
       }
     }
@@ -129,11 +122,11 @@ void tile(int64_t rows, const VectorOfOutputs* vec, const Activation* const* x, 
   }
 }
 
-/// The loops around the micro-kernel (packed_matmul.h): threads over panels of V::kNV vectors,
-/// rows in blocks of MC that fit half the L2 cache, each panel's weights reused by every MR-row
-/// tile of the block.
+/// The loops around the micro-kernel (packed_matmul.h), thread @p thread's share: a contiguous
+/// range of the panels of V::kNV vectors, rows in blocks of MC that fit half the L2 cache, each
+/// panel's weights reused by every MR-row tile of the block.
 template <class V, class Fmt>
-void gemm_loops(const GemmArgs& a) {
+void gemm_loops(const GemmArgs& a, int thread, int threads) {
   const PackedMatrix& w = *a.w;
   const int64_t blocks = w.blocks(), out = w.out();
   constexpr int64_t kVectorsPerGroup = kPackedGroup / V::kLanes;
@@ -144,9 +137,7 @@ void gemm_loops(const GemmArgs& a) {
   const int64_t row_bytes = blocks * int64_t(sizeof(Activation));
   int64_t mc = int64_t(a.l2_bytes / 2) / row_bytes / V::kMR * V::kMR;
   if (mc < V::kMR) mc = V::kMR;
-#pragma omp parallel if (a.parallel)
   {
-    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
     const int64_t p_begin = panels * thread / threads, p_end = panels * (thread + 1) / threads;
     for (int64_t m0 = 0; m0 < a.rows; m0 += mc) {
       const int64_t m_end = m0 + mc < a.rows ? m0 + mc : a.rows;
@@ -178,14 +169,14 @@ void gemm_loops(const GemmArgs& a) {
 
 /// The whole GEMM for V: the weight format chosen once, outside every loop.
 template <class V>
-void gemm(const GemmArgs& a) {
+void gemm(const GemmArgs& a, int thread, int threads) {
   switch (a.w->type()) {
     case GgmlType::q8_0:
-      return gemm_loops<V, Format<GgmlType::q8_0>>(a);
+      return gemm_loops<V, Format<GgmlType::q8_0>>(a, thread, threads);
     case GgmlType::q4_0:
-      return gemm_loops<V, Format<GgmlType::q4_0>>(a);
+      return gemm_loops<V, Format<GgmlType::q4_0>>(a, thread, threads);
     default:
-      return gemm_loops<V, Format<GgmlType::q4_1>>(a);
+      return gemm_loops<V, Format<GgmlType::q4_1>>(a, thread, threads);
   }
 }
 

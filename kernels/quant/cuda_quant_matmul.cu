@@ -63,8 +63,15 @@
 //                                                      over (row, output) pairs, never over blocks
 //   cuda/quant_matmul (this file)                      the same pairs one per thread, __dp4a, for
 //                                                      decode and small batches
-//   not here: prefill-sized batches want tiles of many rows per weight block (ggml's mmq, or
-//   tensor-core int8 mma) — more reuse of each weight byte, the same per-output chain possible.
+//   cuda/quant_gemm_tiled (this file, chapter 11)     M > 1: a thread block takes 64 outputs × 16
+//                                                      rows; each weight chunk is staged in shared
+//                                                      memory ONCE for the 16 rows (the per-row
+//                                                      kernel stages it once per warp, for 4 rows,
+//                                                      and 4 warps read 4 different output sets),
+//                                                      and the rows' activation chunk beside it; each
+//                                                      thread keeps 4 rows × 2 outputs of the same
+//                                                      per-output chain: bit-identical again
+//   not here: tensor-core int8 mma (mma.sync s8) — more reuse still, and a SIMT twin to write.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -89,6 +96,9 @@ constexpr int kOutputsPerBlock = kThreads;      // matmul: one output a lane
 constexpr int kChunk = 8;                       // matmul: weight blocks staged per step
 constexpr int kRowTile = 4;                     // matmul: rows a thread carries when rows > 1
 constexpr unsigned kMaxGridY = 65535;           // CUDA's limit on gridDim.y
+constexpr int kTileOutputs = 64;                // tiled: outputs a thread block (2 a lane)
+constexpr int kTileRows = 16;                   // tiled: rows a thread block (4 a warp)
+constexpr int kTiledChunk = 4;                  // tiled: weight blocks staged per step
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ inline float half_bits(unsigned bits) {
@@ -269,6 +279,91 @@ void launch_matmul(const DeviceBlockMatrix& w, const uint8_t* x, int64_t rows, f
   launch_matmul<W, X, kRowTile>(w, x, rows, y);
 }
 
+// ---- 2b. the tiled matmul (chapter 11): 64 outputs × 16 rows a thread block ----
+//
+// grid (⌈out/64⌉, ⌈rows/16⌉ capped at 65535, then a loop), block 128 = 4 warps. Per chunk of
+// kTiledChunk blocks: the block's 128 threads stage the chunk of its 64 weight rows (odd word
+// stride: conflict-free column reads, as above) and of its 16 activation rows in shared memory,
+// __syncthreads, then lane l of warp w computes outputs o_base + l and o_base + 32 + l for rows
+// r_base + 4w … r_base + 4w + 3: 8 accumulators, each the contract's chain in block order. Every
+// weight byte staged serves 16 rows (the per-row kernel's serve 4), every activation byte 64
+// outputs. Shared memory: 64 rows × 140 bytes + 16 × 4 × 36 bytes ≈ 11 KiB (Q8_0).
+template <class W, class X>
+__global__ void quant_gemm_tiled_kernel(const uint8_t* w, const uint8_t* x, int64_t rows, int out, int blocks,
+                                        float* y) {
+  using Unit = typename W::Unit;
+  using XUnit = typename X::Unit;
+  constexpr int kStride = ((kTiledChunk * W::kBytes + 3) / 4 | 1) * 4 / int(sizeof(Unit));  // in units
+  constexpr int kBlockUnits = W::kBytes / int(sizeof(Unit));
+  constexpr int kXBlockUnits = X::kBytes / int(sizeof(XUnit));
+  constexpr int kXStride = kTiledChunk * kXBlockUnits;  // one activation row's chunk, in units
+  __shared__ Unit w_tile[kTileOutputs * kStride];
+  __shared__ XUnit x_tile[kTileRows * kXStride];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int o_base = blockIdx.x * kTileOutputs;
+  const int n_out = min(kTileOutputs, out - o_base);
+  const int64_t row_bytes = int64_t(blocks) * W::kBytes, x_row_bytes = int64_t(blocks) * X::kBytes;
+
+  for (int64_t r_base = int64_t(blockIdx.y) * kTileRows; r_base < rows; r_base += int64_t(gridDim.y) * kTileRows) {
+    const int n_rows = rows - r_base < kTileRows ? int(rows - r_base) : kTileRows;
+    float acc[4][2];
+    for (int i = 0; i < 4; ++i) acc[i][0] = acc[i][1] = 0.0f;
+    for (int b0 = 0; b0 < blocks; b0 += kTiledChunk) {
+      const int n = min(kTiledChunk, blocks - b0);
+      const int w_units = n * kBlockUnits, x_units = n * kXBlockUnits;
+      __syncthreads();  // every thread is done with the previous chunk before the tiles are overwritten
+      for (int i = threadIdx.x; i < n_out * w_units; i += kThreads) {
+        const int rr = i / w_units, u = i % w_units;  // consecutive threads, consecutive units of a row
+        w_tile[rr * kStride + u] =
+            reinterpret_cast<const Unit*>(w + int64_t(o_base + rr) * row_bytes + int64_t(b0) * W::kBytes)[u];
+      }
+      for (int i = threadIdx.x; i < n_rows * x_units; i += kThreads) {
+        const int rr = i / x_units, u = i % x_units;
+        x_tile[rr * kXStride + u] =
+            reinterpret_cast<const XUnit*>(x + (r_base + rr) * x_row_bytes + int64_t(b0) * X::kBytes)[u];
+      }
+      __syncthreads();  // both tiles are complete before any thread reads another thread's copy
+      for (int c = 0; c < n; ++c)
+        for (int j = 0; j < 2; ++j) {
+          const int ol = lane + 32 * j;  // the output within the tile
+          if (ol >= n_out) break;
+          int q[8];
+          float dw, mw;
+          W::decode(w_tile + ol * kStride + c * kBlockUnits, q, dw, mw);
+          for (int i = 0; i < 4; ++i) {
+            const int rr = 4 * warp + i;
+            if (rr >= n_rows) break;  // the same in every lane of the warp
+            const XUnit* xb = x_tile + rr * kXStride + c * kXBlockUnits;  // one address a warp: a broadcast
+            int sum = 0;
+            for (int k = 0; k < 8; ++k) sum = __dp4a(q[k], X::word(xb, k), sum);
+            acc[i][j] = fmaf(dw * X::d(xb), float(sum), acc[i][j]);  // d_w·d_x exact: fp16 × fp16
+            if constexpr (W::kMin) acc[i][j] = fmaf(mw, X::s(xb), acc[i][j]);
+          }
+        }
+    }
+    for (int j = 0; j < 2; ++j) {
+      const int ol = lane + 32 * j;
+      if (ol >= n_out) continue;
+      for (int i = 0; i < 4 && 4 * warp + i < n_rows; ++i) y[(r_base + 4 * warp + i) * out + o_base + ol] = acc[i][j];
+    }
+  }
+}
+
+template <class W, class X>
+void launch_tiled(const DeviceBlockMatrix& w, const uint8_t* x, int64_t rows, float* y) {
+  const dim3 grid(unsigned(ceil_div(w.out, kTileOutputs)), unsigned(std::min<int64_t>(ceil_div(rows, kTileRows), kMaxGridY)));
+  check_cuda(simt::launch(quant_gemm_tiled_kernel<W, X>, grid, dim3(kThreads), 0, nullptr, w.bytes, x, rows,
+                          int(w.out), int(w.in / 32), y),
+             "quant_gemm_tiled_kernel");
+}
+
+template <class W, class X>
+void launch(const DeviceBlockMatrix& w, const uint8_t* x, int64_t rows, float* y, QuantMatmulKernel kernel) {
+  if (kernel == QuantMatmulKernel::tiled || (kernel == QuantMatmulKernel::automatic && rows > 1))
+    return launch_tiled<W, X>(w, x, rows, y);
+  launch_matmul<W, X>(w, x, rows, y);
+}
+
 // ---- 3. the host: checks (as quant_matmul_cpu's), the device level, the host tensors ----
 
 bool is_weight_type(GgmlType type) {
@@ -321,7 +416,8 @@ void quantize_rows_device(GgmlType type, const float* x, int64_t rows, int64_t i
                "quantize_rows_kernel (Q8_1)");
 }
 
-void quant_matmul_blocks_device(const DeviceBlockMatrix& w, const uint8_t* x_blocks, int64_t rows, float* y) {
+void quant_matmul_blocks_device(const DeviceBlockMatrix& w, const uint8_t* x_blocks, int64_t rows, float* y,
+                                QuantMatmulKernel kernel) {
   check_matrix(w.type, w.out, w.in);
   require(rows >= 0, "rows", rows, "must be >= 0");
   if (rows == 0 || w.out == 0) return;
@@ -329,18 +425,19 @@ void quant_matmul_blocks_device(const DeviceBlockMatrix& w, const uint8_t* x_blo
   require_aligned(x_blocks, "x_blocks");
   switch (w.type) {
     case GgmlType::q8_0:
-      return launch_matmul<WeightQ8_0, ActQ8_0>(w, x_blocks, rows, y);
+      return launch<WeightQ8_0, ActQ8_0>(w, x_blocks, rows, y, kernel);
     case GgmlType::q4_0:
-      return launch_matmul<WeightQ4_0, ActQ8_0>(w, x_blocks, rows, y);
+      return launch<WeightQ4_0, ActQ8_0>(w, x_blocks, rows, y, kernel);
     default:
-      return launch_matmul<WeightQ4_1, ActQ8_1>(w, x_blocks, rows, y);
+      return launch<WeightQ4_1, ActQ8_1>(w, x_blocks, rows, y, kernel);
   }
 }
 
-void quant_matmul_device(const float* x, int64_t rows, const DeviceBlockMatrix& w, uint8_t* scratch, float* y) {
+void quant_matmul_device(const float* x, int64_t rows, const DeviceBlockMatrix& w, uint8_t* scratch, float* y,
+                         QuantMatmulKernel kernel) {
   check_matrix(w.type, w.out, w.in);
   quantize_rows_device(quant::activation_type(w.type), x, rows, w.in, scratch);
-  quant_matmul_blocks_device(w, scratch, rows, y);
+  quant_matmul_blocks_device(w, scratch, rows, y, kernel);
 }
 
 void quantize_rows_cuda(GgmlType type, const Tensor<float>& x, std::span<uint8_t> blocks) {
@@ -358,7 +455,7 @@ void quantize_rows_cuda(GgmlType type, const Tensor<float>& x, std::span<uint8_t
   d_blocks.download(blocks);
 }
 
-void quant_matmul_cuda(const Tensor<float>& x, const quant::BlockMatrix& w, Tensor<float>& y) {
+void quant_matmul_cuda(const Tensor<float>& x, const quant::BlockMatrix& w, Tensor<float>& y, QuantMatmulKernel kernel) {
   check_matrix(w.type, w.out, w.in);
   const int64_t want = w.out * quant::row_bytes(w.type, w.in);
   require(int64_t(w.bytes.size()) == want, "w.bytes.size()", w.bytes.size(),
@@ -372,7 +469,7 @@ void quant_matmul_cuda(const Tensor<float>& x, const quant::BlockMatrix& w, Tens
   const DeviceBuffer<float> d_x(x);
   DeviceBuffer<uint8_t> scratch(size_t(quant_activation_bytes(w.type, rows, w.in)));
   auto d_y = DeviceBuffer<float>::poisoned(size_t(y.size()));
-  quant_matmul_device(d_x.data(), rows, {w.type, w.out, w.in, d_w.data()}, scratch.data(), d_y.data());
+  quant_matmul_device(d_x.data(), rows, {w.type, w.out, w.in, d_w.data()}, scratch.data(), d_y.data(), kernel);
   check_cuda(cudaDeviceSynchronize(), "quant_matmul_cuda");
   d_y.download(y);
 }

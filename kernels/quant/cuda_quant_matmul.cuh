@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/quant/block_formats.h"
+#include "kernels/quant/quant_matmul_kernel.h"
 #include "simt/simt.h"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
@@ -22,6 +23,8 @@ struct DeviceBlockMatrix {
   const uint8_t* bytes = nullptr;                ///< out · row_bytes(type, in) bytes, 4-byte aligned
 };
 
+using quant::QuantMatmulKernel;
+
 /// Bytes of the quantized activations of @p rows rows of @p in values for weights of
 /// @p weight_type: rows · row_bytes(activation_type(weight_type), in) — the scratch buffer that
 /// quant_matmul_device() needs. Throws std::invalid_argument as activation_type() and row_bytes().
@@ -35,11 +38,13 @@ void quantize_rows_device(quant::GgmlType type, const float* x, int64_t rows, in
 /// y [rows, w.out] (fp32) from activations already quantized by quantize_rows_device() into
 /// activation_type(w.type) blocks at @p x_blocks: quant_matmul.h's arithmetic, so every element
 /// equals quant_matmul_cpu()'s bit for bit. Throws std::invalid_argument naming w.type, w.in,
-/// w.out, w.bytes, rows or x_blocks.
-void quant_matmul_blocks_device(const DeviceBlockMatrix& w, const uint8_t* x_blocks, int64_t rows, float* y);
+/// w.out, w.bytes, rows or x_blocks. @p kernel picks the version (all give the same bits).
+void quant_matmul_blocks_device(const DeviceBlockMatrix& w, const uint8_t* x_blocks, int64_t rows, float* y,
+                                QuantMatmulKernel kernel = QuantMatmulKernel::automatic);
 
 /// Both steps: quantizes x [rows, w.in] into @p scratch (quant_activation_bytes(w.type, rows,
 /// w.in) bytes, 4-byte aligned), then y [rows, w.out] = x · Wᵀ by quant_matmul_blocks_device().
-void quant_matmul_device(const float* x, int64_t rows, const DeviceBlockMatrix& w, uint8_t* scratch, float* y);
+void quant_matmul_device(const float* x, int64_t rows, const DeviceBlockMatrix& w, uint8_t* scratch, float* y,
+                         QuantMatmulKernel kernel = QuantMatmulKernel::automatic);
 
 }  // namespace inferlab::INFERLAB_BACKEND_NS

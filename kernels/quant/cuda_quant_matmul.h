@@ -23,6 +23,7 @@
 
 #include "common/tensor.h"
 #include "kernels/quant/quant_matmul.h"
+#include "kernels/quant/quant_matmul_kernel.h"
 
 /// Declares the device quantized-matmul entry points in namespace inferlab::NS.
 #define INFERLAB_DECLARE_CUDA_QUANT_MATMUL(NS)                                                                  \
@@ -30,7 +31,8 @@
   /* y = x · Wᵀ over Q8_0 / Q4_0 / Q4_1 blocks, bit-identical to quant_matmul_cpu() (any kernel):            \
      x [rows, in] fp32, w [out, in] blocks (host bytes, any alignment), y [rows, out]. Throws                \
      std::invalid_argument naming w.type, w.in, w.out, w.bytes.size(), x.shape[1] or y, as the cpu one. */   \
-  void quant_matmul_cuda(const Tensor<float>& x, const quant::BlockMatrix& w, Tensor<float>& y);              \
+  void quant_matmul_cuda(const Tensor<float>& x, const quant::BlockMatrix& w, Tensor<float>& y,              \
+                         quant::QuantMatmulKernel kernel = quant::QuantMatmulKernel::automatic);             \
   /* Quantizes each row of x [rows, in] on the device into @p type blocks (Q8_0 or Q8_1), written to         \
      @p blocks (rows · row_bytes(type, in) bytes, the rows one after another): the bytes of                  \
      quantize_row(type, row). Throws std::invalid_argument naming type, x.shape[1] or blocks.size(). */      \

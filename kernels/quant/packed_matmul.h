@@ -19,9 +19,10 @@
 /// the panel's outputs, and per row one broadcast of 4 activation bytes and one `vpdpbusd` (u8 ×
 /// s8, four products summed into each int32 lane). The unsigned operand must be the weights (they
 /// are the vector; the broadcast activations are signed): Q4_0 and Q4_1 nibbles are unsigned
-/// already; a Q8_0 code q is fed as q + 128 (q xor 0x80), and the offsets come back exactly
-/// through the activations' code sums — Σ(q + 128)·x = Σq·x + 128·Σx, Σ(n − 8)·x = Σn·x − 8·Σx —
-/// by starting each block's int32 accumulator at −128·Σx (or −8·Σx) instead of 0.
+/// already; a Q8_0 code q is stored as q + 128 (q xor 0x80, once, when the matrix is packed), and
+/// the offsets come back exactly through the activations' code sums — Σ(q + 128)·x = Σq·x + 128·Σx,
+/// Σ(n − 8)·x = Σn·x − 8·Σx — by starting each block's int32 accumulator at −128·Σx (or −8·Σx),
+/// worked out when the row is quantized, instead of 0.
 ///
 /// The instructions are chosen when the program runs, from what the CPU reports, not from the
 /// compiler's -march: each SIMD version is compiled in a file of its own for its instruction set

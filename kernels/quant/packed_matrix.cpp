@@ -56,7 +56,11 @@ PackedMatrix::PackedMatrix(const BlockMatrix& w) : type_(w.type), out_(w.out), i
   void* memory = std::aligned_alloc(64, size_t((size_ + 63) / 64 * 64));
   if (memory == nullptr) throw std::bad_alloc();
   bytes_.reset(static_cast<uint8_t*>(memory));
-  std::memset(bytes_.get(), 0, size_t(size_));  // the last group's padding: zero codes, zero scales
+  // The last group's padding: zero scales, and codes that decode to 0 (Q8_0's 128 is q = 0).
+  std::memset(bytes_.get(), 0, size_t(size_));
+  if (type_ == GgmlType::q8_0)
+    for (int64_t g = 0; g < groups(); ++g)
+      for (int64_t b = 0; b < blocks(); ++b) std::memset(bytes_.get() + (g * blocks() + b) * block + scales, 0x80, size_t(block - scales));
   for (int64_t row = 0; row < out_; ++row) {
     const int64_t g = row / kPackedGroup, o = row % kPackedGroup;
     for (int64_t b = 0; b < blocks(); ++b) {
@@ -64,9 +68,13 @@ PackedMatrix::PackedMatrix(const BlockMatrix& w) : type_(w.type), out_(w.out), i
       uint8_t* to = bytes_.get() + (g * blocks() + b) * block;
       std::memcpy(to + 2 * o, from, 2);                                             // d
       if (type_ == GgmlType::q4_1) std::memcpy(to + 2 * kPackedGroup + 2 * o, from + 2, 2);  // m
-      // Chunk j holds bytes 4j … 4j + 3 of every output's codes, output o at 4·o.
-      for (int64_t j = 0; j < codes / 4; ++j)
-        std::memcpy(to + scales + j * 4 * kPackedGroup + 4 * o, from + header + 4 * j, 4);
+      // Chunk j holds bytes 4j … 4j + 3 of every output's codes, output o at 4·o; Q8_0's as q + 128.
+      for (int64_t j = 0; j < codes / 4; ++j) {
+        uint8_t* chunk = to + scales + j * 4 * kPackedGroup + 4 * o;
+        std::memcpy(chunk, from + header + 4 * j, 4);
+        if (type_ == GgmlType::q8_0)
+          for (int t = 0; t < 4; ++t) chunk[t] ^= 0x80;
+      }
     }
   }
 }
@@ -74,7 +82,7 @@ PackedMatrix::PackedMatrix(const BlockMatrix& w) : type_(w.type), out_(w.out), i
 int PackedMatrix::code(int64_t row, int64_t value) const {
   const int64_t g = row / kPackedGroup, o = row % kPackedGroup, b = value / 32, v = value % 32;
   const uint8_t* chunks = block(g, b) + packed_scale_bytes(type_);
-  if (type_ == GgmlType::q8_0) return int8_t(chunks[(v / 4) * 4 * kPackedGroup + 4 * o + v % 4]);
+  if (type_ == GgmlType::q8_0) return int(chunks[(v / 4) * 4 * kPackedGroup + 4 * o + v % 4]) - 128;
   const int64_t byte = v % 16;  // values v and v + 16 share byte v of qs
   const uint8_t pair = chunks[(byte / 4) * 4 * kPackedGroup + 4 * o + byte % 4];
   return v < 16 ? pair & 15 : pair >> 4;

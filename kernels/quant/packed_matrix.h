@@ -19,12 +19,14 @@
 /// | Q4_0   | d[16] (fp16), then chunks j = 0…3 of 64 bytes         | 32 + 256 = 288  |
 /// | Q4_1   | d[16], m[16] (fp16), then chunks j = 0…3 of 64 bytes  | 64 + 256 = 320  |
 ///
-/// Byte 4·o + t of chunk j (o = the output within the group, t = 0…3) is, for Q8_0, the int8 code
-/// of value 4j + t of output o; for Q4_0 and Q4_1 it is byte 4j + t of output o's qs[16] as GGUF
-/// has it — its low nibble value 4j + t, its high nibble value 16 + 4j + t. So a 64-byte chunk is
+/// Byte 4·o + t of chunk j (o = the output within the group, t = 0…3) is, for Q8_0, the code q of
+/// value 4j + t of output o stored as the unsigned byte q + 128 (q xor 0x80: `vpdpbusd` takes its
+/// weights operand unsigned, so the conversion is done once here instead of in every GEMM); for
+/// Q4_0 and Q4_1 it is byte 4j + t of output o's qs[16] as GGUF has it — its low nibble value
+/// 4j + t, its high nibble value 16 + 4j + t (nibbles are unsigned already). So a 64-byte chunk is
 /// one zmm register (16 outputs × 4 codes, or two nibble planes of them), and its first and last 32
-/// bytes are two ymm registers of 8 outputs each. The bytes are the GGUF bytes moved, none changed:
-/// the matrix takes exactly as many bytes as the original (plus the padding of the last group).
+/// bytes are two ymm registers of 8 outputs each. The matrix takes exactly as many bytes as the
+/// original (plus the padding of the last group: zero scales, and codes that decode to 0).
 
 #include <cstdint>
 #include <memory>
@@ -73,8 +75,8 @@ class PackedMatrix {
   /// Every packed byte, group after group.
   std::span<const uint8_t> bytes() const { return {bytes_.get(), size_t(size_)}; }
 
-  /// The code of value @p value (0 … in − 1) of output @p row as its format stores it (Q8_0 −128 …
-  /// 127; Q4_0 and Q4_1 the nibble 0 … 15), read from the packed layout: what the scalar kernel
+  /// The code of value @p value (0 … in − 1) of output @p row as GGUF stores it (Q8_0 −128 … 127,
+  /// the packed byte minus 128; Q4_0 and Q4_1 the nibble 0 … 15), read from the packed layout: what the scalar kernel
   /// and the tests use to check the layout value by value. Unchecked indices.
   int code(int64_t row, int64_t value) const;
   /// fp16 bits of the scale d of @p row's block @p block (unchecked).

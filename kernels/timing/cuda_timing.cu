@@ -23,6 +23,8 @@
 #include "kernels/primitives/cublas_handle.cuh"
 #include "kernels/decode/cuda_decode.cuh"
 #include "kernels/fused/cuda_fused.cuh"
+#include "kernels/quant/block_quant.h"
+#include "kernels/quant/cuda_quant_matmul.cuh"
 
 namespace inferlab::INFERLAB_BACKEND_NS {
 
@@ -318,6 +320,36 @@ double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& s
                                     int repetitions) {
   check_decode_timing(shape, seq_len, warmup, repetitions);
   return time_decode_int8(key_scaling, shape, seq_len, warmup, repetitions);
+}
+
+double quant_matmul_seconds_per_call(quant::GgmlType type, int64_t rows, int64_t out, int64_t in,
+                                     quant::QuantMatmulKernel kernel, int warmup, int repetitions) {
+  require(warmup >= 0, "warmup", warmup, "must be >= 0");
+  require_positive("repetitions", repetitions);
+  require_positive("rows", rows);
+  require_positive("out", out);
+  require(in > 0 && in % 32 == 0, "in", in, "must be a positive multiple of 32 (whole blocks)");
+  // Random weights quantized on the host (the GGUF bytes a model would upload), x on the device.
+  const int64_t row_bytes = quant::row_bytes(type, in);  // throws for a type without blocks
+  std::vector<float> row(static_cast<size_t>(in));
+  std::vector<uint8_t> host_w(static_cast<size_t>(out * row_bytes));
+  uint32_t state = 12345;
+  for (int64_t o = 0; o < out; ++o) {
+    for (float& v : row) {
+      state = state * 1664525u + 1013904223u;
+      v = float(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    }
+    quant::quantize_row(type, row, std::span(host_w.data() + o * row_bytes, size_t(row_bytes)));
+  }
+  DeviceBuffer<uint8_t> w(host_w.size());
+  w.upload(host_w.data());
+  DeviceBuffer<float> x(size_t(rows * in)), y(size_t(rows * out));
+  DeviceBuffer<uint8_t> scratch(size_t(quant_activation_bytes(type, rows, in)));
+  fill_random(x, 21, nullptr);
+  const DeviceBlockMatrix matrix{type, out, in, w.data()};
+  // quant_matmul_device queues on the default stream: the events go there too.
+  return time_on_stream([&] { quant_matmul_device(x.data(), rows, matrix, scratch.data(), y.data(), kernel); }, nullptr,
+                        warmup, repetitions);
 }
 
 DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test) {

@@ -18,6 +18,8 @@
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode.h"
 #include "kernels/kv/kv_format.h"
+#include "kernels/quant/block_formats.h"
+#include "kernels/quant/quant_matmul_kernel.h"
 
 namespace inferlab {
 
@@ -66,6 +68,15 @@ double paged_decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& sha
 double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
                                     int repetitions);
 
+/// Mean seconds per call of the quantized matmul at the device level (quant_matmul_device,
+/// kernels/quant/cuda_quant_matmul.cuh: the activations' quantization and the matmul) on @p rows
+/// rows of a random [@p out, @p in] matrix of @p type (Q8_0, Q4_0 or Q4_1), with @p kernel
+/// (chapter 08's per-row one or chapter 11's tiled one): weights, x, scratch and y allocated once,
+/// @p warmup calls, then @p repetitions calls between two CUDA events on the default stream.
+/// Throws std::invalid_argument naming a bad type, shape or count.
+double quant_matmul_seconds_per_call(quant::GgmlType type, int64_t rows, int64_t out, int64_t in,
+                                     quant::QuantMatmulKernel kernel, int warmup, int repetitions);
+
 /// Measures the current device's ceilings: device-to-device cudaMemcpy of @p copy_mib MiB, and
 /// cuBLAS SGEMM and fp16 GemmEx at n = @p gemm_size, each the mean of a batch of calls lasting
 /// about @p seconds_per_test after a warm-up call.
@@ -90,6 +101,10 @@ double paged_decode_seconds_per_call(KvDtype cache_dtype, const DecodeShape& sha
 /// As inferlab::sim::decode_int8_seconds_per_call(), on the GPU.
 double decode_int8_seconds_per_call(KeyScaling key_scaling, const DecodeShape& shape, int64_t seq_len, int warmup,
                                     int repetitions);
+
+/// As inferlab::sim::quant_matmul_seconds_per_call(), on the GPU.
+double quant_matmul_seconds_per_call(quant::GgmlType type, int64_t rows, int64_t out, int64_t in,
+                                     quant::QuantMatmulKernel kernel, int warmup, int repetitions);
 
 /// As inferlab::sim::measure_device_ceilings(), on the GPU.
 DeviceCeilings measure_device_ceilings(int gemm_size, double copy_mib, double seconds_per_test);

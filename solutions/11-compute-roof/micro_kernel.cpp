@@ -12,15 +12,13 @@ void micro_kernel_q8_0(const uint8_t* group, int64_t blocks, const ActivationBlo
   float acc[4][16] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = group + b * 544;
-    // The codes read through a signed pointer: GCC 12 at -O3 -march=native turned the loop over
-    // int8_t(uint8_t byte) into vpdpbusd with the bytes taken as unsigned (cpu_quant_matmul.cpp).
-    const int8_t* codes = reinterpret_cast<const int8_t*>(block + 32);
+    const uint8_t* codes = block + 32;  // q + 128
     int32_t sum[4][16] = {};
     for (int c = 0; c < 8; ++c)
       for (int t = 0; t < 4; ++t)
         for (int r = 0; r < num_rows; ++r) {
           const int32_t x = rows[r][b].codes[4 * c + t];
-          for (int o = 0; o < 16; ++o) sum[r][o] += int32_t(codes[64 * c + 4 * o + t]) * x;
+          for (int o = 0; o < 16; ++o) sum[r][o] += (int32_t(codes[64 * c + 4 * o + t]) - 128) * x;
         }
     for (int o = 0; o < 16; ++o) {
       uint16_t d_bits;

@@ -16,6 +16,7 @@
 // where it recognises one — the usual mistake behind it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -82,7 +83,8 @@ using RepackRunFn = std::function<Answers<std::vector<uint8_t>>(std::span<const 
 
 /// ch11.h's worked example: two rows, one block; its 544 packed bytes written out by hand.
 inline RepackCase worked_repack_case() {
-  RepackCase c{2, 32, std::vector<uint8_t>(68), std::vector<uint8_t>(544, 0)};
+  RepackCase c{2, 32, std::vector<uint8_t>(68), std::vector<uint8_t>(544, 0x80)};
+  std::fill_n(c.hand.begin(), 32, uint8_t{0});
   c.rows[0] = 0x00, c.rows[1] = 0x3C, c.rows[34] = 0x00, c.rows[35] = 0x40;  // d = 1.0 and 2.0
   for (int j = 0; j < 32; ++j) {
     c.rows[size_t(2 + j)] = uint8_t(j);
@@ -91,8 +93,8 @@ inline RepackCase worked_repack_case() {
   c.hand[0] = 0x00, c.hand[1] = 0x3C, c.hand[2] = 0x00, c.hand[3] = 0x40;
   for (int chunk = 0; chunk < 8; ++chunk)
     for (int t = 0; t < 4; ++t) {
-      c.hand[size_t(32 + 64 * chunk + t)] = uint8_t(4 * chunk + t);                    // output 0
-      c.hand[size_t(32 + 64 * chunk + 4 + t)] = uint8_t(int8_t(-1 - (4 * chunk + t)));  // output 1
+      c.hand[size_t(32 + 64 * chunk + t)] = uint8_t(128 + 4 * chunk + t);           // output 0: q + 128
+      c.hand[size_t(32 + 64 * chunk + 4 + t)] = uint8_t(128 - 1 - (4 * chunk + t));  // output 1
     }
   return c;
 }
@@ -143,11 +145,14 @@ inline ::testing::AssertionResult repacks_match(const RepackRunFn& run, const st
         if (at >= 32 && int64_t(i / 544) == 0) {
           // The usual slip: each output's 32 codes kept together (GGUF's order) instead of chunked.
           const int64_t o = (at - 32) / 32, j = (at - 32) % 32;
-          if (o < c.out && mine[i] == c.rows[size_t(o * c.in / 32 * 34 + 2 + j)])
+          if (o < c.out && (mine[i] ^ 0x80) == c.rows[size_t(o * c.in / 32 * 34 + 2 + j)])
             hint = "\n  your byte is code " + std::to_string(j) + " of output " + std::to_string(o) +
                    ": the codes are in GGUF's order (each output's 32 together); a chunk holds codes 4c … 4c + 3 of "
                    "all 16 outputs";
         }
+        if (hint.empty() && at >= 32 && (mine[i] ^ 0x80) == want[i])
+          hint = "\n  your byte is the code q itself: a code is stored as q + 128 (q xor 0x80), the unsigned byte "
+                 "vpdpbusd multiplies";
         return ::testing::AssertionFailure() << what << ": byte " << i << " (" << packed_byte_place(int64_t(i), c.in)
                                              << ") is " << int(mine[i]) << ", want " << int(want[i]) << hint;
       }

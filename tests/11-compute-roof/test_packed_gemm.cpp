@@ -70,15 +70,16 @@ TEST(PackedMatrix, HoldsEveryCodeAndScaleOfTheGgufRowsAndZeroPadding) {
               ASSERT_EQ(p.code(o, b * 32 + j), gguf_code(type, block, j))
                   << quant::to_string(type) << " row " << o << " value " << b * 32 + j;
             // The layout itself, read from the bytes (not through code()): chunk j holds bytes
-            // 4j … 4j + 3 of every output's codes, output o at 4·(o % 16).
+            // 4j … 4j + 3 of every output's codes, output o at 4·(o % 16); Q8_0's as q + 128.
             const uint8_t* packed = p.block(o / 16, b) + quant::packed_scale_bytes(type);
             const int64_t header = type == GgmlType::q8_0 ? 2 : type == GgmlType::q4_0 ? 2 : 4;
             const int64_t code_bytes = type == GgmlType::q8_0 ? 32 : 16;
             for (int64_t k = 0; k < code_bytes; ++k)
-              ASSERT_EQ(packed[(k / 4) * 64 + 4 * (o % 16) + k % 4], block[header + k])
+              ASSERT_EQ(packed[(k / 4) * 64 + 4 * (o % 16) + k % 4],
+                        type == GgmlType::q8_0 ? uint8_t(block[header + k] ^ 0x80) : block[header + k])
                   << quant::to_string(type) << " row " << o << " code byte " << k;
           }
-        // The padding rows of the last group: zero codes and zero scales.
+        // The padding rows of the last group: codes that decode to 0 and zero scales.
         for (int64_t o = out; o < p.groups() * 16; ++o)
           for (int64_t b = 0; b < in / 32; ++b) {
             ASSERT_EQ(p.scale_bits(o, b), 0);
@@ -248,9 +249,11 @@ TEST(PackedGemm, BadShapesAndKernelsAreNamed) {
   };
   EXPECT_NE(message([&] { quant::packed_matmul_cpu(bad_x, p, y); }).find("x.shape[1]"), std::string::npos);
   EXPECT_NE(message([&] { quant::packed_matmul_cpu(x, p, bad_y); }).find("y"), std::string::npos);
-  for (const PackedKernel k : {PackedKernel::avx2, PackedKernel::avx_vnni, PackedKernel::avx512_vnni})
-    if (!quant::cpu_has(k))
+  for (const PackedKernel k : {PackedKernel::avx2, PackedKernel::avx_vnni, PackedKernel::avx512_vnni}) {
+    if (!quant::cpu_has(k)) {
       EXPECT_NE(message([&] { quant::packed_matmul_cpu(x, p, y, k); }).find("kernel"), std::string::npos);
+    }
+  }
   // An empty batch writes nothing and does not fail.
   Tensor<float> none_x({0, 64}), none_y({0, 4});
   EXPECT_NO_THROW(quant::packed_matmul_cpu(none_x, p, none_y));

@@ -2,13 +2,15 @@
 // (tests/11-compute-roof/student_check.h): each mistake must be rejected with a message that names
 // it, and the same sketch without the mistake must pass. The mistakes:
 //   11.1 a repack that keeps each output's 32 codes together (GGUF's order, not chunked); one that
-//        packs the rows without the last group's padding;
+//        packs the rows without the last group's padding; one that stores the signed codes as they
+//        are (not q + 128);
 //   11.2 a micro-kernel that multiplies and adds instead of one fma a block; one that sums each
 //        chunk of 4 codes in float (partial sums converted early: other bits); one that skips the
 //        padding outputs (left unwritten: NaN).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -38,11 +40,13 @@ void expect_rejected(const ::testing::AssertionResult& result, const std::string
 
 // ---- 11.1 ----
 
-enum class RepackMistake { none, gguf_order, no_padding };
+enum class RepackMistake { none, gguf_order, no_padding, signed_codes };
 
 std::vector<uint8_t> repack(std::span<const uint8_t> rows, int64_t out, int64_t in, RepackMistake mistake) {
   const int64_t blocks = in / 32, groups = mistake == RepackMistake::no_padding ? out / 16 : (out + 15) / 16;
-  std::vector<uint8_t> packed(size_t(groups * blocks * 544), 0);
+  const uint8_t flip = mistake == RepackMistake::signed_codes ? 0x00 : 0x80;
+  std::vector<uint8_t> packed(size_t(groups * blocks * 544), flip);
+  for (int64_t block = 0; block < groups * blocks; ++block) std::fill_n(packed.begin() + block * 544, 32, uint8_t{0});
   for (int64_t row = 0; row < std::min(out, groups * 16); ++row)
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* from = rows.data() + (row * blocks + b) * 34;
@@ -50,9 +54,10 @@ std::vector<uint8_t> repack(std::span<const uint8_t> rows, int64_t out, int64_t 
       const int64_t o = row % 16;
       std::memcpy(to + 2 * o, from, 2);
       if (mistake == RepackMistake::gguf_order)
-        std::memcpy(to + 32 + 32 * o, from + 2, 32);
+        for (int64_t j = 0; j < 32; ++j) to[32 + 32 * o + j] = uint8_t(from[2 + j] ^ flip);
       else
-        for (int64_t c = 0; c < 8; ++c) std::memcpy(to + 32 + 64 * c + 4 * o, from + 2 + 4 * c, 4);
+        for (int64_t c = 0; c < 8; ++c)
+          for (int64_t t = 0; t < 4; ++t) to[32 + 64 * c + 4 * o + t] = uint8_t(from[2 + 4 * c + t] ^ flip);
     }
   return packed;
 }
@@ -76,6 +81,11 @@ TEST(WrongCh11Repack, GgufOrderIsRejected) {
                   "the codes are in GGUF's order");
 }
 
+TEST(WrongCh11Repack, SignedCodesAreRejected) {
+  expect_rejected(ch11::repacks_match(repack_with(RepackMistake::signed_codes), {ch11::worked_repack_case()}),
+                  "stored as q + 128");
+}
+
 TEST(WrongCh11Repack, MissingPaddingIsRejected) {
   testing::SeededRng rng;
   expect_rejected(ch11::repacks_match(repack_with(RepackMistake::no_padding), ch11::random_repack_cases(rng)),
@@ -91,7 +101,7 @@ void kernel(const ch11::KernelCase& c, KernelMistake mistake, float* y) {
   float acc[4][16] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = c.packed.data() + b * 544;
-    const int8_t* codes = reinterpret_cast<const int8_t*>(block + 32);
+    const uint8_t* codes = block + 32;  // q + 128
     for (int r = 0; r < c.num_rows; ++r) {
       const student::ActivationBlock& x = c.act[size_t(r * blocks + b)];
       for (int o = 0; o < 16; ++o) {
@@ -102,7 +112,7 @@ void kernel(const ch11::KernelCase& c, KernelMistake mistake, float* y) {
         float chunks = 0.0f;
         for (int c8 = 0; c8 < 8; ++c8) {
           int32_t four = 0;
-          for (int t = 0; t < 4; ++t) four += int32_t(codes[64 * c8 + 4 * o + t]) * x.codes[4 * c8 + t];
+          for (int t = 0; t < 4; ++t) four += (int32_t(codes[64 * c8 + 4 * o + t]) - 128) * x.codes[4 * c8 + t];
           sum += four;
           chunks += dd * float(four);
         }

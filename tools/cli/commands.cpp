@@ -95,6 +95,7 @@ int tour(const std::vector<std::string>& argv) {
   tour_chapter08(std::cout, roofline, options);
   tour_chapter09(std::cout, options);
   tour_chapter10(std::cout, options);
+  tour_chapter11(std::cout, roofline, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }
