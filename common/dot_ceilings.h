@@ -29,4 +29,10 @@ struct DotCeiling {
 /// without AVX2).
 std::vector<DotCeiling> measure_dot_ceilings(double seconds);
 
+/// The int8 ceiling right now: the fastest int8 instruction this CPU has (the one
+/// measure_dot_ceilings() would name) run on the OpenMP threads for about @p seconds, in short
+/// passes, 10^9 operations a second; 0 on a CPU with none. For a benchmark on a shared machine:
+/// timed beside a kernel, in the same moments, its ratio is free of what the neighbours took.
+double int8_ceiling_now(double seconds);
+
 }  // namespace inferlab

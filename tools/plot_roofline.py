@@ -172,7 +172,12 @@ def main():
     ai_lo = 10 ** math.floor(math.log10(min(min(all_ai), ridge) / 2))
     ai_hi = max(max(all_ai), ridge) * 3
     gf_lo = 10 ** math.floor(math.log10(min(min(all_gf), ai_lo * bandwidth) / 1.5))
-    gf_hi = 10 ** math.ceil(math.log10(peak * 1.5))
+    # The int8 and bf16 dot-product ceilings (chapter 11), drawn where roofline.json has them: an int8
+    # kernel's points are read against the int8 one.
+    int8 = float(roof.get("int8_gops", 0) or 0)
+    bf16 = float(roof.get("bf16_gflops", 0) or 0)
+    gf_hi = 10 ** math.ceil(math.log10(max(peak, int8) * 1.5))
+    ai_hi = max(ai_hi, (int8 / bandwidth) * 3 if int8 > 0 else 0)
 
     fig, ax = plt.subplots(figsize=(8.5, 5.6), dpi=120)
     ax.set_xscale("log")
@@ -185,6 +190,13 @@ def main():
     if avx2 > 0 and roof.get("simd") == "avx512":
         ax.plot([avx2 / bandwidth, ai_hi], [avx2, avx2], color="tab:red", lw=1.2, ls="--",
                 label=f"AVX2 (256-bit) FMA roof: {avx2:.0f} GFLOP/s")
+    if int8 > 0:
+        ax.plot([ridge, int8 / bandwidth], [peak, int8], color="tab:purple", lw=1.2, ls=":")
+        ax.plot([int8 / bandwidth, ai_hi], [int8, int8], color="tab:purple", lw=1.6, ls="--",
+                label=f"int8 roof: {int8:.0f} GOP/s ({roof.get('int8_instruction', 'int8 dot product')})")
+    if bf16 > 0:
+        ax.plot([bf16 / bandwidth, ai_hi], [bf16, bf16], color="tab:olive", lw=1.2, ls="-.",
+                label=f"bf16 roof: {bf16:.0f} GFLOP/s ({roof.get('bf16_instruction', 'bf16 dot product')})")
     read = float(roof.get("read_gbs", 0) or 0)
     if args.read_roof and read > 0:
         ax.plot([ai_lo, peak / read], [ai_lo * read, peak], color="tab:cyan", lw=1.2, ls="--",

@@ -9,7 +9,11 @@
 //       GOP/s (2·M·out·in operations: a multiply and an add each, whatever their type), int8_pct
 //       (of the measured int8 dot-product ceiling, roofline.json's int8_gops), AI (operations per
 //       byte of weights, x and y), GB/s, read_pct (of the read bandwidth) and roof_pct (of
-//       min(int8 ceiling, AI × triad bandwidth): the roof at this AI).
+//       min(int8 ceiling, AI × triad bandwidth): the roof at this AI); and int8_pct_now, the
+//       median over 7 pairs of (GEMM GOP/s over ≥ 2 ms) / (the int8 ceiling measured right after,
+//       as long: int8_ceiling_now()) — on a shared VM whose neighbours take a varying share of
+//       the cores, the ratio of two rates measured in the same moments is the stable figure
+//       (int8_now_GOP/s is that ceiling's median).
 //
 //   gemm_cuda/<format>/<out>x<in>/<kernel>/M   on a GPU only (registered when the cuda backend can
 //       run here; tools/gpu-check.sh runs them): the same products at the device level
@@ -23,6 +27,7 @@
 //   ./inferlab bench ch11 --benchmark_filter='gemm/Q8_0/1536x576/.*/64$'      one shape
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <utility>
@@ -32,7 +37,9 @@
 #include "chapters/bench_counters.h"
 #include "common/backend.h"
 #include "common/config.h"
+#include "common/dot_ceilings.h"
 #include "common/rng.h"
+#include "common/timer.h"
 #include "kernels/quant/block_quant.h"
 #include "kernels/quant/packed_matmul.h"
 #include "kernels/quant/quant_matmul.h"
@@ -83,16 +90,36 @@ void BM_gemm(benchmark::State& state, GgmlType type, Shape s, std::string kernel
   Rng rng(12);
   const Tensor<float> x = rng.normal_tensor({rows, s.in});
   Tensor<float> y({rows, s.out});
-  const bench::CallTiming t = bench::time_calls(state, [&] {
+  const auto call = [&] {
     if (kernel == "ch08")
       quant::quant_matmul_cpu(x, m.blocks, y);
     else if (kernel == "packed")
       quant::packed_matmul_cpu(x, m.packed, y);
     else
       quant::packed_matmul_cpu(x, m.packed, y, kernel == "avx2" ? quant::PackedKernel::avx2 : quant::PackedKernel::avx_vnni);
-  });
+  };
+  const bench::CallTiming t = bench::time_calls(state, call);
   const Roofline& roof = bench::measured_roofline();
   const Cost cost = quant::quant_matmul_cost(rows, type, s.out, s.in);
+  // The GEMM beside the int8 ceiling, pair by pair, in the same moments (the file comment).
+  std::vector<double> ratios, ceilings;
+  for (int pair = 0; pair < 7; ++pair) {
+    const Stopwatch gemm;
+    int64_t calls = 0;
+    do {
+      call();
+      ++calls;
+    } while (gemm.seconds() < 0.002);
+    const double seconds = gemm.seconds();
+    const double ceiling = int8_ceiling_now(seconds);
+    if (ceiling <= 0.0) break;
+    ratios.push_back(cost.flops * double(calls) / seconds / 1e9 / ceiling);
+    ceilings.push_back(ceiling);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
   const double gops = cost.flops / t.mean_seconds / 1e9, gbs = cost.bytes / t.mean_seconds / 1e9;
   const double roof_gops = std::min(roof.int8_ceiling(), cost.arithmetic_intensity() * roof.triad_gbs);
   state.counters["M"] = double(rows);
@@ -103,6 +130,8 @@ void BM_gemm(benchmark::State& state, GgmlType type, Shape s, std::string kernel
   state.counters["GB/s"] = gbs;
   state.counters["read_pct"] = 100.0 * gbs / roof.read_gbs;
   state.counters["roof_pct"] = 100.0 * gops / roof_gops;
+  state.counters["int8_pct_now"] = 100.0 * median(ratios);
+  state.counters["int8_now_GOP/s"] = median(ceilings);
 }
 
 #if INFERLAB_WITH_CUDA

@@ -30,9 +30,23 @@ void check_decode(size_t blocks, size_t values) {
 }
 
 float max_abs(const float* x) {
+#if defined(__AVX2__)
+  // The same maximum as the loop below, 8 lanes at a time (a maximum does not depend on the order;
+  // _mm256_max_ps returns its second operand when the first is NaN, so a NaN value is skipped as
+  // std::max(amax, NaN) skips it). The loop's chain of 32 dependent maxima was most of the time
+  // of quantizing an activation row (chapter 11 measured 1.6 ns a value).
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 m = _mm256_setzero_ps();
+  for (int g = 0; g < 4; ++g) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * g), magnitude), m);
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+#else
   float amax = 0.0f;
   for (int j = 0; j < kBlockValues; ++j) amax = std::max(amax, std::fabs(x[j]));
   return amax;
+#endif
 }
 
 }  // namespace

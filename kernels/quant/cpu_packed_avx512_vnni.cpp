@@ -45,6 +45,8 @@ struct Avx512Vnni {
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void store_first(float* p, F v, int n) { _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v); }
+  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static F loadf_first(const float* p, int n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
 };
 
 }  // namespace

@@ -45,6 +45,12 @@ struct AvxVnni {
     _mm256_store_ps(lanes, v);
     for (int i = 0; i < n; ++i) p[i] = lanes[i];
   }
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static F loadf_first(const float* p, int n) {
+    alignas(32) float lanes[8] = {};
+    for (int i = 0; i < n; ++i) lanes[i] = p[i];
+    return _mm256_load_ps(lanes);
+  }
 };
 
 }  // namespace

@@ -33,6 +33,7 @@ struct GemmArgs {
   const PackedMatrix* w = nullptr;  ///< the repacked weights
   float* y = nullptr;               ///< [rows, w->out()], row-major
   size_t l2_bytes = 0;              ///< the L2 cache a core has (sets MC, the rows kept in L2)
+  size_t l1_bytes = 0;              ///< the L1 data cache a core has (sets KC, the blocks kept in L1)
 };
 
 /// The offset of @p type's unsigned weight codes in the kernel that computes its sums with

@@ -76,6 +76,14 @@ size_t l2_cache_bytes() {
   return bytes;
 }
 
+size_t l1_cache_bytes() {
+  static const size_t bytes = [] {
+    const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return l1 > 0 ? size_t(l1) : size_t(32) << 10;  // 32 KiB when the OS does not say
+  }();
+  return bytes;
+}
+
 }  // namespace
 
 std::string_view to_string(PackedKernel kernel) {
@@ -178,7 +186,7 @@ void packed_matmul_cpu(const Tensor<float>& x, const PackedMatrix& w, Tensor<flo
   const bool q8_1 = w.type() == GgmlType::q4_1;
   const int32_t offset =
       packed::code_offset(w.type(), kernel == PackedKernel::avx512_vnni || kernel == PackedKernel::avx_vnni);
-  const GemmArgs args{a, rows, &w, y.data(), l2_cache_bytes()};
+  const GemmArgs args{a, rows, &w, y.data(), l2_cache_bytes(), l1_cache_bytes()};
   // One parallel region for both steps (waking the threads costs microseconds; only when there is
   // work for them, as chapter 08's kernel): each thread quantizes its share of the rows, waits for
   // the others (every panel needs every row), then computes its share of the output panels. A few

@@ -18,6 +18,7 @@
 ///   dot_q8(acc, w, x)   the same for Q8_0's prepared codes
 ///   halves(p)           kLanes fp16 values → F;  set1f, mul, fma, cvt (int32 → fp32)
 ///   store(p, v), store_first(p, v, n)      all lanes, or the first n
+///   loadf(p), loadf_first(p, n)            kLanes floats, or the first n (the rest 0)
 #include <cstdint>
 
 #include "kernels/quant/cpu_packed_gemm.h"
@@ -43,18 +44,31 @@ struct VectorOfOutputs {
   int64_t column;        ///< its first output: group · 16 + lane
 };
 
-/// The micro-kernel: rows x[0 … MR) × NV vectors of outputs, over every block of the reduction.
+/// Blocks [b_begin, b_end) of the reduction, in order (the KC loop cuts it into such ranges).
+struct BlockRange {
+  int64_t begin;  ///< the first block
+  int64_t end;    ///< one past the last
+};
+
+/// The micro-kernel: rows x[0 … MR) × NV vectors of outputs, over the blocks of @p range.
 /// sum[r][v] holds block b's exact int32 partial sums, acc[r][v] the fp32 chain over the blocks —
-/// each lane one (row, output) pair, never a part of another lane's sum.
+/// each lane one (row, output) pair, never a part of another lane's sum. The chain starts at 0 for
+/// the first range and from y for a later one (the previous range left it there: an fp32 store
+/// and load are exact, so the chain is the same as in one piece).
 template <class V, class Fmt, int MR, int NV>
-inline void micro_kernel(const VectorOfOutputs* vec, const Activation* const* x, int64_t blocks, float* const* y,
+inline void micro_kernel(const VectorOfOutputs* vec, const Activation* const* x, BlockRange range, float* const* y,
                          int64_t out) {
   using I = typename V::I;
   using F = typename V::F;
   F acc[MR][NV];
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = V::fzero();
-  for (int64_t b = 0; b < blocks; ++b) {
+    for (int v = 0; v < NV; ++v) {
+      const int64_t left = out - vec[v].column;
+      acc[r][v] = range.begin == 0        ? V::fzero()
+                  : left >= V::kLanes     ? V::loadf(y[r] + vec[v].column)
+                                          : V::loadf_first(y[r] + vec[v].column, int(left));
+    }
+  for (int64_t b = range.begin; b < range.end; ++b) {
     const uint8_t* block[NV];
     for (int v = 0; v < NV; ++v) block[v] = vec[v].group + b * Fmt::kBlock;
     I sum[MR][NV];
@@ -107,24 +121,25 @@ inline void micro_kernel(const VectorOfOutputs* vec, const Activation* const* x,
 
 /// A tile of @p rows (1 … V::kMR) rows: the micro-kernel instantiated for that count.
 template <class V, class Fmt, int NV>
-void tile(int64_t rows, const VectorOfOutputs* vec, const Activation* const* x, int64_t blocks, float* const* y,
+void tile(int64_t rows, const VectorOfOutputs* vec, const Activation* const* x, BlockRange range, float* const* y,
           int64_t out) {
   static_assert(V::kMR == 4, "tile() dispatches 1 to 4 rows");
   switch (rows) {
     case 1:
-      return micro_kernel<V, Fmt, 1, NV>(vec, x, blocks, y, out);
+      return micro_kernel<V, Fmt, 1, NV>(vec, x, range, y, out);
     case 2:
-      return micro_kernel<V, Fmt, 2, NV>(vec, x, blocks, y, out);
+      return micro_kernel<V, Fmt, 2, NV>(vec, x, range, y, out);
     case 3:
-      return micro_kernel<V, Fmt, 3, NV>(vec, x, blocks, y, out);
+      return micro_kernel<V, Fmt, 3, NV>(vec, x, range, y, out);
     default:
-      return micro_kernel<V, Fmt, 4, NV>(vec, x, blocks, y, out);
+      return micro_kernel<V, Fmt, 4, NV>(vec, x, range, y, out);
   }
 }
 
 /// The loops around the micro-kernel (packed_matmul.h), thread @p thread's share: a contiguous
-/// range of the panels of V::kNV vectors, rows in blocks of MC that fit half the L2 cache, each
-/// panel's weights reused by every MR-row tile of the block.
+/// range of the panels of V::kNV vectors, rows in blocks of MC that fit half the L2 cache, the
+/// reduction in ranges of KC blocks whose slice of a panel fits half the L1 cache, and each panel
+/// slice reused by every MR-row tile of the row block.
 template <class V, class Fmt>
 void gemm_loops(const GemmArgs& a, int thread, int threads) {
   const PackedMatrix& w = *a.w;
@@ -137,10 +152,18 @@ void gemm_loops(const GemmArgs& a, int thread, int threads) {
   const int64_t row_bytes = blocks * int64_t(sizeof(Activation));
   int64_t mc = int64_t(a.l2_bytes / 2) / row_bytes / V::kMR * V::kMR;
   if (mc < V::kMR) mc = V::kMR;
+  // KC: blocks whose slice of a panel (NV vectors of kLanes outputs) takes at most half the L1 —
+  // 22 Q8_0 blocks of a 2-vector zmm panel in a 48 KiB L1 — so that every row tile reads it from
+  // L1, not L2 (the down matrix's 48 blocks are 52 KB a panel: read whole, they missed L1).
+  const int64_t panel_block_bytes = V::kNV * V::kLanes * Fmt::kBlock / kPackedGroup;
+  int64_t kc = int64_t(a.l1_bytes / 2) / panel_block_bytes;
+  if (kc < 1) kc = 1;
   {
     const int64_t p_begin = panels * thread / threads, p_end = panels * (thread + 1) / threads;
-    for (int64_t m0 = 0; m0 < a.rows; m0 += mc) {
+    for (int64_t m0 = 0; m0 < a.rows; m0 += mc)
+      for (int64_t k0 = 0; k0 < blocks; k0 += kc) {
       const int64_t m_end = m0 + mc < a.rows ? m0 + mc : a.rows;
+      const BlockRange range{k0, k0 + kc < blocks ? k0 + kc : blocks};
       for (int64_t p = p_begin; p < p_end; ++p) {
         VectorOfOutputs vec[V::kNV];
         const int64_t first = p * V::kNV;
@@ -158,9 +181,9 @@ void gemm_loops(const GemmArgs& a, int thread, int threads) {
             y[r] = a.y + (r0 + r) * out;
           }
           if (nv == V::kNV)
-            tile<V, Fmt, V::kNV>(rows, vec, x, blocks, y, out);
+            tile<V, Fmt, V::kNV>(rows, vec, x, range, y, out);
           else
-            tile<V, Fmt, 1>(rows, vec, x, blocks, y, out);
+            tile<V, Fmt, 1>(rows, vec, x, range, y, out);
         }
       }
     }

@@ -174,14 +174,23 @@ TEST(PackedGemm, ExtremeCodesNeitherOverflowNorSaturate) {
   }
 }
 
-TEST(PackedGemm, RowsBeyondTheL2BlockStillEqualTheReference) {
+TEST(PackedGemm, RowBlocksAndReductionBlocksStillEqualTheReference) {
   // in = 1536 (48 blocks: 2 112 bytes of activations a row): MC is half the L2 over that, 248 rows
-  // for a 1 MiB L2 and 496 for 2 MiB, so 1 100 rows cross at least two row blocks.
+  // for a 1 MiB L2 and 496 for 2 MiB, so 1 100 rows cross at least two row blocks; and KC (half
+  // the L1 over a panel's bytes a block: 22 Q8_0 blocks for a zmm panel in 48 KiB) cuts the 48
+  // blocks into ranges, each chain carried through y from one range to the next.
   SeededRng rng;
-  const int64_t in = 1536, out = 20, rows = 1100;
   for (const GgmlType type : {GgmlType::q8_0, GgmlType::q4_1}) {
+    const int64_t in = 1536, out = 20, rows = 1100;
     const std::vector<uint8_t> bytes = random_blocks(rng, type, out, in);
     expect_every_kernel_equals_reference(rng.normal_tensor({rows, in}), {type, out, in, bytes}, "many rows");
+  }
+  // 130 blocks: more than one KC range for the ymm kernels too (90 Q8_0 blocks of an 8-output
+  // panel in 48 KiB), with a partial last vector (out 21) whose chain is reloaded masked.
+  for (const GgmlType type : {GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_1}) {
+    const int64_t in = 32 * 130, out = 21, rows = 6;
+    const std::vector<uint8_t> bytes = random_blocks(rng, type, out, in);
+    expect_every_kernel_equals_reference(rng.normal_tensor({rows, in}), {type, out, in, bytes}, "long reduction");
   }
 }
 
