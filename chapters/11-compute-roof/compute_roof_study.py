@@ -188,10 +188,6 @@ def plot(out_dir):
     ax.plot([fp32 / bw, hi], [fp32, fp32], color="tab:red", lw=1.5, ls="--", label=f"fp32 FMA roof: {fp32:.0f} GFLOP/s")
     ax.plot([int8 / bw, hi], [int8, int8], color="tab:purple", lw=2,
             label=f"int8 roof: {int8:.0f} GOP/s ({roof['int8_instruction']})")
-    for ridge, name in ((fp32 / bw, "fp32 ridge"), (int8 / bw, "int8 ridge")):
-        ax.axvline(ridge, color="grey", lw=0.8, ls=":")
-        ax.annotate(f"{name}\n{ridge:.1f} op/byte", xy=(ridge, 2.0), xytext=(3, 0), textcoords="offset points",
-                    fontsize=7, color="dimgrey")
     if gemm:
         for kernel, marker, color in (("ch08", "s", "tab:orange"), ("packed", "o", "tab:green")):
             pts = sorted((r["AI"], r["GOP/s"], r["M"]) for r in gemm["rows"]
@@ -203,6 +199,11 @@ def plot(out_dir):
                                       ("decode_batch,kv=int8/", "v", "SmolLM2 decode step, INT8 KV, B = 1 … 64")):
             pts = sorted((r["packed_AI"], r["packed_GFLOP/s"]) for r in model["rows"] if r["name"].startswith(prefix))
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, lw=1, ls="--", label=label + " (packed)")
+    bottom = ax.get_ylim()[0]
+    for ridge, name in ((fp32 / bw, "fp32 ridge"), (int8 / bw, "int8 ridge")):
+        ax.axvline(ridge, color="grey", lw=0.8, ls=":")
+        ax.annotate(f"{name}\n{ridge:.1f} op/byte", xy=(ridge, bottom * 1.15), xytext=(3, 0), textcoords="offset points",
+                    fontsize=7, color="dimgrey")
     ax.set_xlabel("arithmetic intensity (operations a byte)")
     ax.set_ylabel("GOP/s (a multiply or an add each)")
     ax.set_title(f"Chapter 11: the int8 roof ({roof.get('cpu', '')}, {roof.get('threads', '?')} threads)", fontsize=9)

@@ -74,9 +74,10 @@ TEST(Roofline, DotCeilingsNameTheirInstructionAndSurviveSaveLoadAndMedian) {
     for (const DotCeiling& c : measured) avx2 = avx2 || c.instruction.find("vpmaddubsw") != std::string::npos;
     EXPECT_TRUE(avx2);
   }
-  if (__builtin_cpu_supports("avx512vnni"))
+  if (__builtin_cpu_supports("avx512vnni")) {
     EXPECT_TRUE(std::any_of(measured.begin(), measured.end(),
                             [](const DotCeiling& c) { return c.instruction == "vpdpbusd zmm (AVX512-VNNI)"; }));
+  }
 #endif
   for (const DotCeiling& c : measured) {
     EXPECT_GT(c.gops, 0.1) << c.instruction;
