@@ -9,48 +9,16 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "kernels/quant/cpu_packed_microkernel.h"
+#include "kernels/quant/cpu_packed_ymm.h"
 
 namespace inferlab::quant::packed {
 namespace {
 
-struct AvxVnni {
-  using I = __m256i;
-  using F = __m256;
-  static constexpr int kLanes = 8, kMR = 4, kNV = 1;
-  static I zero() { return _mm256_setzero_si256(); }
-  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
-  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  static I bcast4(const int8_t* p) {
-    int32_t four;
-    std::memcpy(&four, p, 4);
-    return _mm256_set1_epi32(four);
-  }
-  static I low_nibbles(I raw) { return _mm256_and_si256(raw, _mm256_set1_epi8(15)); }
-  static I high_nibbles(I raw) { return _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15)); }
+struct AvxVnni : YmmCommon {
   static I prepare_q8(I w_plus_128) { return w_plus_128; }  // stored unsigned: vpdpbusd's operand as it is
   static I dot_u8(I acc, I u, I x) { return _mm256_dpbusd_avx_epi32(acc, u, x); }
   static I dot_q8(I acc, I w_plus_128, I x) { return _mm256_dpbusd_avx_epi32(acc, w_plus_128, x); }
-  static F fzero() { return _mm256_setzero_ps(); }
-  static F halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static F set1f(float v) { return _mm256_set1_ps(v); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
-  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
-  static void store_first(float* p, F v, int n) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, v);
-    for (int i = 0; i < n; ++i) p[i] = lanes[i];
-  }
-  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
-  static F loadf_first(const float* p, int n) {
-    alignas(32) float lanes[8] = {};
-    for (int i = 0; i < n; ++i) lanes[i] = p[i];
-    return _mm256_load_ps(lanes);
-  }
 };
 
 }  // namespace

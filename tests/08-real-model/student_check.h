@@ -48,6 +48,7 @@
 #include "runtime/tokenizer/vocabulary.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_answers.h"
 
 namespace inferlab::testing::ch08 {
 
@@ -55,20 +56,9 @@ using quant::BlockQ4_1;
 using quant::BlockQ8_0;
 using quant::BlockQ8_1;
 
-/// A function under test's answers to a batch of inputs, in input order. Fewer answers than
-/// inputs: it stopped (threw, crashed) at input answers.size(), and @ref error says how.
-template <class T>
-struct Answers {
-  std::vector<T> answers;  ///< one per input answered
-  std::string error;       ///< why the answers stop early ("" when all came back)
-};
-
-/// "" when answer @p k came back; else why not.
-template <class T>
-std::string missing_answer(const Answers<T>& got, size_t k) {
-  if (k < got.answers.size()) return "";
-  return got.error.empty() ? "no answer came back for this input" : got.error;
-}
+// A batch's answers, and why they stop early: tests/support/student_answers.h.
+using testing::Answers;
+using testing::missing_answer;
 
 /// The unit roundoff of fp32 and γ_n = n·u / (1 − n·u): the relative error bound of n fp32
 /// roundings in a chain (Higham, Accuracy and Stability of Numerical Algorithms, §3.1).

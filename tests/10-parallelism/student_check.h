@@ -34,23 +34,13 @@
 #include "kernels/layers/weight.h"
 #include "tests/10-parallelism/thread_world.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_answers.h"
 
 namespace inferlab::testing::ch10 {
 
-/// The answers of the code under test to a batch of inputs, in input order. Fewer answers than
-/// inputs: it stopped (threw, crashed) at input answers.size(), and @ref error says how.
-template <class T>
-struct Answers {
-  std::vector<T> answers;  ///< one per input answered
-  std::string error;       ///< why the answers stop early ("" when all came back)
-};
-
-/// "" when answer @p k came back; else why not.
-template <class T>
-std::string missing_answer(const Answers<T>& got, size_t k) {
-  if (k < got.answers.size()) return "";
-  return got.error.empty() ? "no answer came back for this input" : got.error;
-}
+// A batch's answers, and why they stop early: tests/support/student_answers.h.
+using testing::Answers;
+using testing::missing_answer;
 
 /// A number for a message: the shortest text that reads back to the same double.
 inline std::string show(double x) {
