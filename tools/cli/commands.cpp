@@ -218,7 +218,7 @@ int versions(const std::vector<std::string>& argv) {
   for (const quant::PackedKernel k : quant::available_packed_kernels())
     std::cout << "  cpu/packed-" << std::left << std::setw(14) << quant::to_string(k) << std::right << " "
               << quant::instruction(k) << (!gemm.chapter08 && k == gemm.kernel ? "  <- runs" : "") << "\n";
-  std::cout << "  cpu/ch08-rows           chapter 08's kernel over GGUF's rows (compiled for -march)"
+  std::cout << "  cpu/ch08-rows             chapter 08's kernel over GGUF's rows (compiled for -march)"
             << (gemm.chapter08 ? "  <- runs" : "") << "\n";
   return 0;
 }
