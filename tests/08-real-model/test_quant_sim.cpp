@@ -289,6 +289,13 @@ std::pair<std::vector<Tensor<float>>, std::vector<Tensor<float>>> run_two_steps(
 //     (~1e-5 a value) and ~1e-4 of the step's logits each. An estimate: no GPU has run it yet.
 // The widened upload (the same model converted to fp32) is ~1e-2 off — the activation quantization
 // error — and must fail the same tolerance: the check tells the two paths apart.
+// On sim the logits are the same bits — nearly always: the emulator's attention kernels sum in
+// another order than the cpu's, and on this tiny model an activation that lands next to a rounding
+// boundary of its 8-bit code flips now and then, moving that token's logits ~0.5% (measured: 5 of
+// 34 fresh seeds, in the prefill step or the decode one, on the lab's main as well as chapter 11's;
+// the earlier "same bits" claim held for most seeds only). So on sim each step must have at least
+// half of its tokens' logits bit-identical to the cpu's — the widened upload has none — and the rest
+// within one such flip (1e-2 relative).
 TEST(QuantDevice, ResidentRunnerWithBlockWeightsMatchesTheCpuRunner) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
   testing::SeededRng rng;
@@ -304,8 +311,24 @@ TEST(QuantDevice, ResidentRunnerWithBlockWeightsMatchesTheCpuRunner) {
       const auto [cpu, device] = run_two_steps(quantized, quantized, rng);
       const auto [cpu_again, old] = run_two_steps(quantized, widened, rng);
       for (size_t step = 0; step < cpu.size(); ++step) {
-        const Comparison cmp = compare_to_oracle(device[step], convert<double>(cpu[step]), tolerance);
+        const bool sim = testing::kTestBackend == Backend::sim;  // the comment above
+        const Comparison cmp =
+            compare_to_oracle(device[step], convert<double>(cpu[step]), sim ? Tolerance{1e-2, 5e-2} : tolerance);
         EXPECT_TRUE(cmp.ok) << "step " << step << "\n" << cmp.report();
+        const int64_t tokens = cpu[step].dim(0), vocab = cpu[step].dim(1);
+        const auto identical_tokens = [&](const Tensor<float>& a, const Tensor<float>& b) {
+          int64_t same = 0;
+          for (int64_t t = 0; t < tokens; ++t)
+            same += std::memcmp(a.data() + t * vocab, b.data() + t * vocab, size_t(vocab) * 4) == 0;
+          return same;
+        };
+        if (sim) {
+          EXPECT_GE(2 * identical_tokens(device[step], cpu[step]), tokens)
+              << "step " << step << ": fewer than half of the tokens' logits are the cpu's bits";
+          EXPECT_EQ(identical_tokens(old[step], cpu_again[step]), 0)
+              << "step " << step << ": the widened fp32 upload gives some token the cpu's bits — the check cannot "
+              << "tell the quantized matmul from cuBLAS on dequantized weights";
+        }
         const Comparison before = compare_to_oracle(old[step], convert<double>(cpu_again[step]), tolerance);
         EXPECT_FALSE(before.ok) << "step " << step << ": the widened fp32 upload passes too — the check cannot "
                                 << "tell the quantized matmul from cuBLAS on dequantized weights";
