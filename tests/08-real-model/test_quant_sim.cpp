@@ -291,11 +291,12 @@ std::pair<std::vector<Tensor<float>>, std::vector<Tensor<float>>> run_two_steps(
 // error — and must fail the same tolerance: the check tells the two paths apart.
 // On sim the logits are the same bits — nearly always: the emulator's attention kernels sum in
 // another order than the cpu's, and on this tiny model an activation that lands next to a rounding
-// boundary of its 8-bit code flips now and then, moving that token's logits ~0.5% (measured: 5 of
-// 34 fresh seeds, in the prefill step or the decode one, on the lab's main as well as chapter 11's;
-// the earlier "same bits" claim held for most seeds only). So on sim each step must have at least
-// half of its tokens' logits bit-identical to the cpu's — the widened upload has none — and the rest
-// within one such flip (1e-2 relative).
+// boundary of its 8-bit code flips now and then, moving that token's logits ~0.5% — and, through
+// the K and V it writes, the later tokens of its sequence (measured: 5 of 34 fresh seeds, in the
+// prefill step or the decode one, on the lab's main as well as chapter 11's; the earlier "same
+// bits" claim held for most seeds only). So on sim each step must have some token's logits
+// bit-identical to the cpu's — the widened upload has none: that is what tells the two paths
+// apart — and the whole step within a few such flips (2e-2 relative; measured up to 0.9e-2).
 TEST(QuantDevice, ResidentRunnerWithBlockWeightsMatchesTheCpuRunner) {
   INFERLAB_SKIP_WITHOUT_BACKEND();
   testing::SeededRng rng;
@@ -313,7 +314,7 @@ TEST(QuantDevice, ResidentRunnerWithBlockWeightsMatchesTheCpuRunner) {
       for (size_t step = 0; step < cpu.size(); ++step) {
         const bool sim = testing::kTestBackend == Backend::sim;  // the comment above
         const Comparison cmp =
-            compare_to_oracle(device[step], convert<double>(cpu[step]), sim ? Tolerance{1e-2, 5e-2} : tolerance);
+            compare_to_oracle(device[step], convert<double>(cpu[step]), sim ? Tolerance{2e-2, 1e-1} : tolerance);
         EXPECT_TRUE(cmp.ok) << "step " << step << "\n" << cmp.report();
         const int64_t tokens = cpu[step].dim(0), vocab = cpu[step].dim(1);
         const auto identical_tokens = [&](const Tensor<float>& a, const Tensor<float>& b) {
@@ -323,8 +324,8 @@ TEST(QuantDevice, ResidentRunnerWithBlockWeightsMatchesTheCpuRunner) {
           return same;
         };
         if (sim) {
-          EXPECT_GE(2 * identical_tokens(device[step], cpu[step]), tokens)
-              << "step " << step << ": fewer than half of the tokens' logits are the cpu's bits";
+          EXPECT_GE(identical_tokens(device[step], cpu[step]), 1)
+              << "step " << step << ": no token's logits are the cpu's bits";
           EXPECT_EQ(identical_tokens(old[step], cpu_again[step]), 0)
               << "step " << step << ": the widened fp32 upload gives some token the cpu's bits — the check cannot "
               << "tell the quantized matmul from cuBLAS on dequantized weights";
