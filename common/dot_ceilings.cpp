@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/register_chains.h"
 #include "common/timer.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,9 +34,6 @@
 namespace inferlab {
 namespace {
 
-#define INFERLAB_CHAINS(BODY) \
-  BODY(0) BODY(1) BODY(2) BODY(3) BODY(4) BODY(5) BODY(6) BODY(7) BODY(8) BODY(9) BODY(10) BODY(11)
-constexpr int kChains = 12;
 
 #if defined(INFERLAB_X86)
 // Each kernel: `iterations` rounds of 12 chains, each chain acc = instruction(acc, a, b). The
@@ -154,7 +152,6 @@ __attribute__((target("avx512f,avx512bf16"))) int64_t dpbf16_zmm(long iterations
   return int64_t(_mm512_reduce_add_ps(total));
 }
 #endif
-#undef INFERLAB_CHAINS
 
 struct DotKernel {
   const char* instruction;

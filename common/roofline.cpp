@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/register_chains.h"
 #include "common/timer.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,10 +52,6 @@ double Roofline::attainable_gflops(double ai) const {
 
 namespace {
 
-// Expands BODY(n) for the 12 chain indices 0..11.
-#define INFERLAB_CHAINS(BODY) \
-  BODY(0) BODY(1) BODY(2) BODY(3) BODY(4) BODY(5) BODY(6) BODY(7) BODY(8) BODY(9) BODY(10) BODY(11)
-constexpr int kChains = 12;
 
 // One thread's FMA work for each ISA: `iterations` rounds of 12 dependent-chain FMAs. Returns the
 // sum of the chains so that nothing can be optimized away. The constants keep values finite.
@@ -118,7 +115,6 @@ float fma_chains_generic(long iterations, float seed) {
 #undef SUM
   return total[0] + total[1] + total[2] + total[3];
 }
-#undef INFERLAB_CHAINS
 
 struct FmaKernel {
   const char* simd;

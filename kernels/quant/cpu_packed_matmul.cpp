@@ -114,7 +114,10 @@ std::string_view instruction(PackedKernel kernel) {
   return "?";
 }
 
-bool cpu_has(PackedKernel kernel) {
+namespace {
+
+// What CPUID says of one kernel's instructions (asked once: cpu_has() is called on every GEMM).
+bool cpu_reports(PackedKernel kernel) {
 #if INFERLAB_PACKED_X86
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -133,6 +136,15 @@ bool cpu_has(PackedKernel kernel) {
 #else
   return kernel == PackedKernel::scalar;
 #endif
+}
+
+}  // namespace
+
+bool cpu_has(PackedKernel kernel) {
+  static const bool has[] = {cpu_reports(PackedKernel::scalar), cpu_reports(PackedKernel::avx2),
+                             cpu_reports(PackedKernel::avx_vnni), cpu_reports(PackedKernel::avx512_vnni)};
+  const int k = int(kernel);
+  return k >= 0 && k < 4 && has[k];
 }
 
 std::vector<PackedKernel> available_packed_kernels() {
