@@ -53,7 +53,13 @@ __attribute__((target("avx512f,avx512vnni"))) int64_t dpbusd_zmm(long iterations
 #define SUM(n) total = _mm512_add_epi32(total, acc##n);
   INFERLAB_CHAINS(SUM)
 #undef SUM
-  return _mm512_reduce_add_epi32(total);
+  // Summed in int64 from memory: the lanes wrap by design, and _mm512_reduce_add_epi32 adds them in
+  // int, an overflow UBSan reports.
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, total);
+  int64_t sum = 0;
+  for (const int32_t lane : lanes) sum += lane;
+  return sum;
 }
 
 // The same instruction on ymm registers, EVEX-encoded (AVX512-VNNI with AVX512-VL: Ice Lake and
