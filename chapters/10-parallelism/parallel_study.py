@@ -39,16 +39,21 @@ BENCH = ROOT / "build" / os.environ.get("INFERLAB_PRESET", "default") / "chapter
 FLAGS = ["--oversubscribe", "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
        "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "GOMP_SPINCOUNT": "1000"}
-# Published latencies of a small all-reduce (the sources: ../shared/design/parallelism.md):
-# H100 over NVLink ≈ 9–10 µs (sglang PR #2904); 8× RTX 4090 over PCIe ≈ 43 µs (nccl issue #1530).
-LINKS = {"NVLink (H100, sglang #2904)": 9.5e-6, "PCIe (RTX 4090, nccl #1530)": 43e-6}
+# Published latencies of a small all-reduce. H100 over NVLink: sglang PR #2904's table (without
+# CUDA graphs) has its own kernel at 5.7–7.8 µs on 8 GPUs for 4 096–32 768-element messages (a
+# 70B model's token is 8 192) — 6.8 µs, their middle; vLLM's custom all-reduce, in the same table,
+# 9.3–11.8 µs. 8× RTX 4090 over PCIe: nccl issue #1530's all_reduce_perf, 42.14 µs for 8 bytes
+# (out of place; 40.06 in place).
+LINKS = {"NVLink (H100, sglang #2904)": 6.8e-6, "PCIe (RTX 4090, nccl #1530)": 42e-6}
 # H100 SXM's memory bandwidth, NVIDIA's spec sheet (runtime/analysis/device_spec.cpp): 3.35 TB/s.
 H100_BYTES_PER_S = 3.35e12
 # Decoders to project: the fp16 bytes a decode step reads, and the layers. SmolLM2-135M: 269.1 MB
 # (chapter 08's f16 row), 30 layers; Llama-2-70B's shape (hidden 8192, 80 layers, 64 / 8 heads,
 # FFN 28672, vocab 32000): 137.4 GB read a forward, as `inferlab analyze --hidden 8192 --layers 80
 # --heads 64 --kv-heads 8 --ffn 28672 --vocab 32000 --weights fp16` counts it.
-PROJECTED = {"SmolLM2-135M fp16": (269.1e6, 30), "Llama-2-70B fp16": (137.4e9, 80)}
+# The GPU counts are those GQA's rule allows: SmolLM2's 9 query / 3 KV heads split over 1 or 3
+# (its hidden width 1536 does not split over 9); Llama-2-70B's 64 / 8 over 1, 2, 4 or 8.
+PROJECTED = {"SmolLM2-135M fp16": (269.1e6, 30, (1, 3)), "Llama-2-70B fp16": (137.4e9, 80, (1, 2, 4, 8))}
 
 
 def mpirun(ranks, threads, *args):
@@ -173,8 +178,8 @@ def project():
     2 · layers all-reduces a step, whose bandwidth term (2 · hidden · 2 bytes a token) is left out:
     at batch 1 it is nanoseconds against microseconds of latency."""
     projection = []
-    for model, (bytes_fp16, layers) in PROJECTED.items():
-        for p in (1, 2, 4, 8):
+    for model, (bytes_fp16, layers, gpu_counts) in PROJECTED.items():
+        for p in gpu_counts:
             memory = bytes_fp16 / (p * H100_BYTES_PER_S)
             for link, latency in LINKS.items():
                 comm = 0.0 if p == 1 else 2 * layers * latency

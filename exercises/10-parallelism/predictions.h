@@ -50,15 +50,16 @@ double predict_ring_bytes_sent_per_rank(double message_bytes, int64_t ranks);
 /// 1 the payload is tiny: latency, not bandwidth, is the price). A model that is not split
 /// (ranks = 1) makes no all-reduce.
 /// Worked example: Llama-2-70B's shape in fp16 (137.4 GB, 80 layers) on 8 H100s (3 350 GB/s)
-/// over NVLink (9.5 µs an all-reduce): 137.4e9 / (8 · 3350e9) + 2 · 80 · 9.5e-6 = 6.65 ms.
+/// over NVLink (6.8 µs an all-reduce): 137.4e9 / (8 · 3350e9) + 2 · 80 · 6.8e-6 = 6.21 ms.
 /// Then measure: nothing on this machine (no GPUs); the lesson's table (c) is this formula.
 double predict_tp_decode_step_seconds(double weight_bytes, int64_t ranks, double bandwidth_gbs, int64_t layers,
                                       double allreduce_latency_seconds);
 
 /// Prediction P10.5 — the speed-up of that decode step over the same model on one device (its
 /// step at ranks = 1 divided by its step at @p ranks), with P10.4's ingredients.
-/// Worked example: the 70B shape above: 41.0 ms / 6.65 ms = 6.17; SmolLM2 (269 MB, 30 layers) on
-/// 2 H100s: 0.080 ms / 0.610 ms = 0.13 — splitting it makes its step 7× slower.
+/// Worked example: the 70B shape above: 41.0 ms / 6.21 ms = 6.60; SmolLM2 (269 MB, 30 layers) on
+/// the 3 H100s its 9 query heads split over: 0.080 ms / 0.435 ms = 0.18 — splitting it makes its
+/// step 5.4× slower.
 /// Then measure: the lesson's table (b) on this machine's ranks (`parallel_study.py`).
 double predict_tp_speedup(double weight_bytes, int64_t ranks, double bandwidth_gbs, int64_t layers,
                           double allreduce_latency_seconds);

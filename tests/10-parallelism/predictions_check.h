@@ -147,11 +147,11 @@ struct StepScenario {
 
 inline std::vector<StepScenario> step_scenarios(SeededRng& rng) {
   std::vector<StepScenario> s = {
-      {"Llama-2-70B's shape, fp16, 8 H100s over NVLink", 137.4e9, 8, 3350.0, 80, 9.5e-6},
-      {"Llama-2-70B's shape, fp16, 2 H100s over NVLink", 137.4e9, 2, 3350.0, 80, 9.5e-6},
-      {"Llama-2-70B's shape, 8 GPUs at PCIe latency", 137.4e9, 8, 3350.0, 80, 43e-6},
-      {"SmolLM2-135M, fp16, 2 H100s over NVLink", 269e6, 2, 3350.0, 30, 9.5e-6},
-      {"SmolLM2-135M on one H100 (not split)", 269e6, 1, 3350.0, 30, 9.5e-6},
+      {"Llama-2-70B's shape, fp16, 8 H100s over NVLink", 137.4e9, 8, 3350.0, 80, 6.8e-6},
+      {"Llama-2-70B's shape, fp16, 2 H100s over NVLink", 137.4e9, 2, 3350.0, 80, 6.8e-6},
+      {"Llama-2-70B's shape, 8 GPUs at PCIe latency", 137.4e9, 8, 3350.0, 80, 42e-6},
+      {"SmolLM2-135M, fp16, 3 H100s over NVLink", 269e6, 3, 3350.0, 30, 6.8e-6},
+      {"SmolLM2-135M on one H100 (not split)", 269e6, 1, 3350.0, 30, 6.8e-6},
       {"this machine's 100 M model in Q4_1, 2 ranks over shared memory", 62.6e6, 2, 33.5, 12, 0.43e-6}};
   for (int i = 0; i < 3; ++i)
     s.push_back({"fresh scenario " + std::to_string(i + 1), log_uniform(rng, 1e8, 1e12), rng.integer(2, 16),
