@@ -213,8 +213,11 @@ def offline_compare(exe, model, requests, results, summary, engine_args, server_
     if server_health and "num_blocks" in server_health and server_health["num_blocks"] != config["num_blocks"] \
             and "num_blocks" not in server_config:
         mismatches.append(f"num_blocks: server {server_health['num_blocks']}, offline {config['num_blocks']}")
-    if server_model and "max_model_len" in server_model and server_model["max_model_len"] != config["max_seq_len"]:
-        mismatches.append(f"max_seq_len: server {server_model['max_model_len']}, offline {config['max_seq_len']}")
+    # The server's max_model_len is what one request may hold: the context, and the pool.
+    offline_len = min(config["max_seq_len"], config["num_blocks"] * config["block_size"])
+    if server_model and "max_model_len" in server_model and server_model["max_model_len"] != offline_len:
+        mismatches.append(f"max_model_len: server {server_model['max_model_len']}, offline {offline_len} "
+                          f"(max_seq_len {config['max_seq_len']}, {config['num_blocks']} blocks of {config['block_size']})")
     offline_tokens = {row["id"]: row["output_tokens"] for row in offline["requests"]}
     differing = [r.index for _, r in done if offline_tokens.get(r.index) != r.completion_tokens]
     server_tps = summary["total_output_tokens"] / summary["duration"] if summary["duration"] > 0 else 0.0

@@ -15,8 +15,8 @@
 /// hand-worked cases that each teach one rule, then fresh random inputs (the seed is printed on
 /// failure; INFERLAB_SEED replays it) compared with the lab's own implementations — the
 /// server's StopStringMatcher (runtime/tokenizer/stop_strings.h) piece by piece for 9.1, its
-/// Histogram and MetricsText (tools/cli/prometheus.h) byte for byte for 9.2, its
-/// AdmissionControl and retry_after_seconds (tools/cli/admission.h) for 9.3, and threads
+/// Histogram and MetricsText (runtime/serving/prometheus.h) byte for byte for 9.2, its
+/// AdmissionControl and retry_after_seconds (runtime/serving/admission.h) for 9.3, and threads
 /// hammering your counter. Run them with `./inferlab student test ch09` (it builds only this
 /// chapter and prints each failing test's output), or `./inferlab grade`. Each stub throws
 /// `NotImplemented(...)` after the code that is given: delete that line once your code is

@@ -19,6 +19,11 @@ std::optional<RequestDelta> RequestStream::next() {
   return std::nullopt;
 }
 
+bool RequestStream::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return ready_.wait_for(lock, timeout, [&] { return !deltas_.empty() || error_ || read_all_; });
+}
+
 bool RequestStream::finished() const {
   const std::lock_guard lock(mutex_);
   return finished_;
@@ -114,6 +119,9 @@ void AsyncEngine::snapshot() {
   stats_.preemptions = engine_.stats().preemptions;
   stats_.prompt_tokens = engine_.stats().prompt_tokens;
   stats_.generated_tokens = engine_.stats().generated_tokens;
+  stats_.busy_seconds = engine_.stats().busy_seconds;
+  stats_.tokens_to_generate = engine_.tokens_to_generate();
+  for (const auto& [request, stream] : inbox_) stats_.tokens_to_generate += request.sampling.max_new_tokens;
 }
 
 void AsyncEngine::loop() {

@@ -21,6 +21,7 @@
 /// entirely free.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -52,6 +53,11 @@ class RequestStream {
   /// (std::invalid_argument from Engine::add_request(): an empty prompt, one too long, …) or that
   /// stopped the engine thread.
   std::optional<RequestDelta> next();
+
+  /// Waits at most @p timeout for next() to have something: true when it would return at once (a
+  /// delta, the end or an error), false when the time ran out. A server waits this way so that it
+  /// can look at its client between two steps.
+  bool wait_for(std::chrono::milliseconds timeout);
 
   /// True once the delta with the finish has been pushed (it may not have been read yet), or the
   /// request was refused.
@@ -100,6 +106,8 @@ struct AsyncEngineStats {
   int64_t preemptions = 0;  ///< EngineStats::preemptions
   int64_t prompt_tokens = 0;     ///< EngineStats::prompt_tokens: prompt tokens admitted
   int64_t generated_tokens = 0;  ///< EngineStats::generated_tokens: tokens sampled
+  int64_t tokens_to_generate = 0;  ///< Engine::tokens_to_generate(), the inbox's included: the queued work
+  double busy_seconds = 0.0;       ///< EngineStats::busy_seconds: time spent in steps
 };
 
 /// The engine loop on its own thread.

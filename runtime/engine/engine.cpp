@@ -93,6 +93,13 @@ Engine::Engine(const model::LlamaModel& model, EngineConfig config)
       runner_(model::make_model_runner(model, config_.backend, config_.max_num_seqs, config_.max_seq_len,
                                        KvPaging{config_.block_size, config_.num_blocks}, config_.kv_format)) {}
 
+int64_t Engine::tokens_to_generate() const {
+  int64_t tokens = 0;
+  for (const auto& [id, s] : sequences_)
+    if (s.status != SequenceStatus::finished) tokens += s.sampling.max_new_tokens - int64_t(s.generated().size());
+  return tokens;
+}
+
 int64_t Engine::add_request(Request request) {
   const int64_t id = next_id_;
   const std::string name = "request " + std::to_string(id);
@@ -117,6 +124,7 @@ int64_t Engine::add_request(Request request) {
   s.sampling = std::move(request.sampling);
   s.rng_state = s.sampling.seed;
   s.arrival = request.arrival;
+  s.prefix_root = paged::prefix_root(request.cache_salt);
   s.metrics.arrival = request.arrival;
   pending_.emplace(s.arrival, id);
   sequences_.emplace(id, std::move(s));
@@ -242,11 +250,11 @@ std::vector<Engine::Scheduled> Engine::schedule(int64_t& preemptions) {
       const int64_t headroom = config_.policy == BatchingPolicy::continuous && !running_.empty()
                                    ? config_.headroom_blocks_per_seq * (int64_t(running_.size()) + 1)
                                    : 0;
-      if (manager_.num_free_blocks() - manager_.blocks_to_allocate(s.tokens) < headroom) {
+      if (manager_.num_free_blocks() - manager_.blocks_to_allocate(s.tokens, s.prefix_root) < headroom) {
         admitting = false;
         continue;
       }
-      const paged::PromptAllocation a = manager_.allocate(s.block_table, s.tokens);
+      const paged::PromptAllocation a = manager_.allocate(s.block_table, s.tokens, s.prefix_root);
       if (a.status != paged::BlockStatus::ok) {
         admitting = false;  // first come, first served: no later request overtakes this one
         continue;

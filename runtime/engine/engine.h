@@ -183,6 +183,10 @@ class Engine {
   int64_t num_running() const { return int64_t(running_.size()); }
   /// Requests waiting (arrived, not running).
   int64_t num_waiting() const { return int64_t(waiting_.size()); }
+  /// Tokens the requests in the engine may still generate: Σ (max_new_tokens − generated) over
+  /// the pending, waiting and running ones — the queued work, an upper bound (a stop id ends one
+  /// early).
+  int64_t tokens_to_generate() const;
   /// The clock, in seconds since the engine started.
   double now() const { return now_; }
   /// Counters.

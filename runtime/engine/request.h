@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct Request {
   std::vector<int32_t> prompt;  ///< token ids, at least one
   SamplingParams sampling;      ///< how to generate
   double arrival = 0.0;         ///< seconds on the engine's clock when it may first be scheduled
+  /// "" or a tenant's salt (vLLM's `cache_salt`): its blocks are shared through the prefix cache
+  /// only with requests of the same salt (paged::prefix_root()).
+  std::string cache_salt;
 };
 
 /// Why a request left the engine.

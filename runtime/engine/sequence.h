@@ -31,6 +31,7 @@ struct Sequence {
   int64_t prompt_len = 0;                           ///< the prompt's tokens (the first of @ref tokens)
   int64_t num_computed = 0;                         ///< leading tokens whose K/V are in the cache
   paged::BlockTable block_table;                    ///< its blocks (empty unless running)
+  uint64_t prefix_root = paged::kFirstBlockParent;  ///< its blocks' hash chain root (paged::prefix_root of its salt)
   SequenceStatus status = SequenceStatus::waiting;  ///< where it is
   SamplingParams sampling;                          ///< how it generates
   uint64_t rng_state = 0;                           ///< its random stream (starts at sampling.seed)

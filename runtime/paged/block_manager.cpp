@@ -23,12 +23,12 @@ std::string where(int64_t seq, size_t logical) {
 BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, bool prefix_caching)
     : pool_(num_blocks, block_size), prefix_caching_(prefix_caching) {}
 
-BlockManager::PromptPlan BlockManager::plan_prompt(std::span<const int32_t> prompt) const {
+BlockManager::PromptPlan BlockManager::plan_prompt(std::span<const int32_t> prompt, uint64_t root) const {
   require(!prompt.empty(), "prompt.size()", prompt.size(), "must be > 0");
   PromptPlan plan;
   const auto num_blocks = blocks_needed(static_cast<int64_t>(prompt.size()));
   if (prefix_caching_) {
-    plan.block_hashes = prefix_block_hashes(prompt, block_size());
+    plan.block_hashes = prefix_block_hashes(prompt, block_size(), root);
     // The last prompt token must be computed (its logits sample the first output token), so a
     // hit may only cover full blocks that end at or before token size − 2.
     const auto max_hits = (static_cast<int64_t>(prompt.size()) - 1) / block_size();
@@ -44,10 +44,10 @@ BlockManager::PromptPlan BlockManager::plan_prompt(std::span<const int32_t> prom
   return plan;
 }
 
-PromptAllocation BlockManager::allocate(BlockTable& table, std::span<const int32_t> prompt) {
+PromptAllocation BlockManager::allocate(BlockTable& table, std::span<const int32_t> prompt, uint64_t root) {
   require(table.empty(), "table.blocks.size()", table.blocks.size(),
           "must be 0: allocate() gives a sequence its first blocks (free() it first)");
-  PromptPlan plan = plan_prompt(prompt);
+  PromptPlan plan = plan_prompt(prompt, root);
   PromptAllocation result;
   // Decide before touching anything: undoing a revived hit would move it in the LRU order.
   if (plan.blocks_taken > pool_.num_free()) {
@@ -67,6 +67,7 @@ PromptAllocation BlockManager::allocate(BlockTable& table, std::span<const int32
     result.new_blocks.push_back(*block);
   }
   fresh.hashes = std::move(plan.block_hashes);
+  fresh.root = root;
   fresh.num_tokens = static_cast<int64_t>(prompt.size());
   fresh.num_registered = static_cast<int64_t>(plan.hit_blocks.size());
   result.cached_tokens = fresh.num_registered * block_size();
@@ -103,7 +104,7 @@ SlotAllocation BlockManager::append_slot(BlockTable& table, std::span<const int3
   result.slot = int64_t{table.blocks.back()} * block_size() + offset;
   ++table.num_tokens;
   if (prefix_caching_ && offset + 1 == block_size()) {  // this token fills its block: hash it
-    const uint64_t parent = table.hashes.empty() ? kFirstBlockParent : table.hashes.back();
+    const uint64_t parent = table.hashes.empty() ? table.root : table.hashes.back();
     table.hashes.push_back(block_hash(parent, tokens.last(size_t(block_size()))));
   }
   return result;
@@ -136,12 +137,12 @@ int64_t BlockManager::blocks_needed(int64_t num_tokens) const {
   return num_tokens / block_size() + (num_tokens % block_size() != 0 ? 1 : 0);
 }
 
-bool BlockManager::can_allocate(std::span<const int32_t> prompt) const {
-  return blocks_to_allocate(prompt) <= pool_.num_free();
+bool BlockManager::can_allocate(std::span<const int32_t> prompt, uint64_t root) const {
+  return blocks_to_allocate(prompt, root) <= pool_.num_free();
 }
 
-int64_t BlockManager::blocks_to_allocate(std::span<const int32_t> prompt) const {
-  return plan_prompt(prompt).blocks_taken;
+int64_t BlockManager::blocks_to_allocate(std::span<const int32_t> prompt, uint64_t root) const {
+  return plan_prompt(prompt, root).blocks_taken;
 }
 
 bool BlockManager::can_append(const BlockTable& table) const {
@@ -171,7 +172,7 @@ void BlockManager::check_invariants(std::span<const SequenceBlocks> live) const 
       broken(name + " has " + std::to_string(num_tokens) + " tokens in " + std::to_string(s.blocks.size()) +
              " blocks; it needs " + std::to_string(blocks_needed(num_tokens)));
     const auto full_blocks = static_cast<size_t>(num_tokens / block_size());
-    if (prefix_caching_ && s.hashes != prefix_block_hashes(entry.tokens.first(size_t(num_tokens)), block_size()))
+    if (prefix_caching_ && s.hashes != prefix_block_hashes(entry.tokens.first(size_t(num_tokens)), block_size(), s.root))
       broken(name + "'s block hashes are not the chained hashes of its tokens");
     if (s.num_registered > static_cast<int64_t>(full_blocks))
       broken(name + " registered " + std::to_string(s.num_registered) + " blocks but has only " +

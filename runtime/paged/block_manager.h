@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runtime/paged/block_pool.h"
+#include "runtime/paged/prefix_hash.h"
 
 namespace inferlab::paged {
 
@@ -34,6 +35,7 @@ struct BlockTable {
   std::vector<uint64_t> hashes;  ///< chained hash of each full block (with prefix caching)
   int64_t num_tokens = 0;        ///< tokens that have a slot in @ref blocks
   int64_t num_registered = 0;    ///< leading full blocks already offered to the prefix cache
+  uint64_t root = kFirstBlockParent;  ///< the first block's parent hash (prefix_root() of a cache salt)
   /// True before allocate() and after free().
   bool empty() const { return blocks.empty() && num_tokens == 0; }
 };
@@ -85,8 +87,9 @@ class BlockManager {
   /// ends before the prompt's last token (vLLM caps at num_tokens − 1; nano-vllm issue 144).
   /// All or nothing: on out_of_blocks no block is taken, no LRU order changes and @p table stays
   /// empty. The cached tokens count as computed; call mark_computed() once the rest is. Throws
-  /// std::invalid_argument when @p table is not empty or @p prompt is.
-  PromptAllocation allocate(BlockTable& table, std::span<const int32_t> prompt);
+  /// std::invalid_argument when @p table is not empty or @p prompt is. The hashes chain from
+  /// @p root (prefix_root() of the request's cache salt), kept in the table.
+  PromptAllocation allocate(BlockTable& table, std::span<const int32_t> prompt, uint64_t root = kFirstBlockParent);
 
   /// The slot for the K/V of @p tokens.back(), the one token of @p tokens that has none yet
   /// (tokens.size() = table.num_tokens + 1; the earlier ones are the sequence's slotted tokens):
@@ -120,11 +123,11 @@ class BlockManager {
   int64_t blocks_needed(int64_t num_tokens) const;
   /// True when allocate(·, @p prompt) would succeed now (prefix-cache hits included).
   /// Throws std::invalid_argument when @p prompt is empty.
-  bool can_allocate(std::span<const int32_t> prompt) const;
+  bool can_allocate(std::span<const int32_t> prompt, uint64_t root = kFirstBlockParent) const;
   /// The allocatable blocks allocate(·, @p prompt) would take now: fresh blocks plus the
   /// prefix-cache hits that are only evictable (a hit on a block in use takes nothing). Throws
   /// std::invalid_argument when @p prompt is empty.
-  int64_t blocks_to_allocate(std::span<const int32_t> prompt) const;
+  int64_t blocks_to_allocate(std::span<const int32_t> prompt, uint64_t root = kFirstBlockParent) const;
   /// True when append_slot(@p table, ·) would succeed now.
   bool can_append(const BlockTable& table) const;
   /// The slot of token @p position of @p table (< table.num_tokens, else std::invalid_argument).
@@ -155,7 +158,7 @@ class BlockManager {
     int64_t blocks_taken = 0;            // from num_free(): fresh + hits that were evictable
   };
 
-  PromptPlan plan_prompt(std::span<const int32_t> prompt) const;
+  PromptPlan plan_prompt(std::span<const int32_t> prompt, uint64_t root) const;
 
   BlockPool pool_;
   bool prefix_caching_;

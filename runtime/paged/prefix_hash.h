@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace inferlab::paged {
@@ -27,10 +28,19 @@ inline constexpr uint64_t kFirstBlockParent = 0x496e6665724c6162ULL;
 /// hash of the block before it, or kFirstBlockParent for a sequence's first block).
 uint64_t block_hash(uint64_t parent_hash, std::span<const int32_t> tokens);
 
+/// The parent hash of a sequence's first block for a request with @p cache_salt: kFirstBlockParent
+/// for "" (no salt), else XXH3_64bits of the salt's bytes seeded with kFirstBlockParent. Every
+/// later hash chains from it, so requests with different salts never share a block — vLLM's
+/// `cache_salt`: a tenant cannot learn from a faster answer that another tenant sent the same
+/// prompt.
+uint64_t prefix_root(std::string_view cache_salt);
+
 /// The chained hashes of the FULL blocks of @p tokens: element i names tokens
 /// [0, (i + 1) · block_size). A trailing partial block gets no hash — its content can still
 /// change, so it must never be shared through the prefix cache. Size: tokens.size() / block_size.
+/// The first block's parent is @p root (prefix_root() of the request's salt).
 /// Throws std::invalid_argument when @p block_size ≤ 0.
-std::vector<uint64_t> prefix_block_hashes(std::span<const int32_t> tokens, int64_t block_size);
+std::vector<uint64_t> prefix_block_hashes(std::span<const int32_t> tokens, int64_t block_size,
+                                          uint64_t root = kFirstBlockParent);
 
 }  // namespace inferlab::paged

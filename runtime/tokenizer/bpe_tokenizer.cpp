@@ -196,4 +196,30 @@ std::string BpeTokenizer::apply_chat_template(std::span<const ChatMessage> messa
   return ChatTemplate(vocabulary_.chat_template).apply(messages, add_generation_prompt);
 }
 
+std::vector<int32_t> BpeTokenizer::encode_chat(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+  if (vocabulary_.chat_template.empty()) throw std::invalid_argument("tokenizer.chat_template: the vocabulary has none");
+  std::vector<int32_t> out;
+  if (vocabulary_.add_bos) out.push_back(vocabulary_.bos_id);
+  std::string text;  // the text since the last marker, encoded whole (as encode() does between specials)
+  const auto flush = [&] {
+    const std::vector<int32_t> ids = encode(text, false);
+    out.insert(out.end(), ids.begin(), ids.end());
+    text.clear();
+  };
+  for (const ChatPiece& piece : ChatTemplate(vocabulary_.chat_template).pieces(messages, add_generation_prompt)) {
+    if (!piece.control) {
+      text += piece.text;
+      continue;
+    }
+    flush();
+    const std::vector<int32_t> marker = encode(piece.text, true);
+    if (marker.size() != 1)
+      throw std::invalid_argument("tokenizer.chat_template: the marker " + piece.text +
+                                  " is not one control token of this vocabulary");
+    out.push_back(marker[0]);
+  }
+  flush();
+  return out;
+}
+
 }  // namespace inferlab::tokenizer

@@ -91,6 +91,12 @@ class BpeTokenizer {
   /// with parse_special. Throws std::invalid_argument when the vocabulary has no template or one
   /// that ChatTemplate does not recognize.
   std::string apply_chat_template(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  /// The conversation rendered by the chat template and encoded (after bos_id when add_bos)
+  /// with only the template's own markers as control tokens: the messages' text is encoded with
+  /// parse_special off, so a control token's spelling typed in a message stays text. For text
+  /// without such spellings it equals encode_prompt(apply_chat_template(…)). Throws as
+  /// apply_chat_template().
+  std::vector<int32_t> encode_chat(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
 
   /// The vocabulary.
   const Vocabulary& vocabulary() const { return vocabulary_; }

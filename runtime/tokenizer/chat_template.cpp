@@ -62,15 +62,29 @@ ChatTemplate::ChatTemplate(std::string_view jinja_source) {
   }
 }
 
+std::vector<ChatPiece> ChatTemplate::pieces(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+  std::vector<ChatPiece> out;
+  const auto message = [&](const std::string& role, const std::string& content) {
+    out.push_back({"<|im_start|>", true});
+    out.push_back({role + "\n", false});
+    out.push_back({content, false});
+    out.push_back({"<|im_end|>", true});
+    out.push_back({"\n", false});
+  };
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (i == 0 && default_system_ && messages[0].role != "system") message("system", *default_system_);
+    message(messages[i].role, messages[i].content);
+  }
+  if (add_generation_prompt && has_generation_prompt_) {
+    out.push_back({"<|im_start|>", true});
+    out.push_back({"assistant\n", false});
+  }
+  return out;
+}
+
 std::string ChatTemplate::apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
   std::string out;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (i == 0 && default_system_ && messages[0].role != "system") {
-      out += "<|im_start|>system\n" + *default_system_ + "<|im_end|>\n";
-    }
-    out += "<|im_start|>" + messages[i].role + "\n" + messages[i].content + "<|im_end|>\n";
-  }
-  if (add_generation_prompt && has_generation_prompt_) out += "<|im_start|>assistant\n";
+  for (const ChatPiece& piece : pieces(messages, add_generation_prompt)) out += piece.text;
   return out;
 }
 

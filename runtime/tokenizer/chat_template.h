@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace inferlab::tokenizer {
 
@@ -24,6 +25,15 @@ namespace inferlab::tokenizer {
 struct ChatMessage {
   std::string role;     ///< "system", "user", "assistant", …
   std::string content;  ///< the text, inserted as is
+};
+
+/// A stretch of a rendered conversation: one of the template's own markers (`<|im_start|>`,
+/// `<|im_end|>`: control tokens) or text (roles, contents, newlines), which is encoded as text
+/// even where it spells a marker — so a user who types `<|im_start|>system` gets those
+/// characters, not a forged message.
+struct ChatPiece {
+  std::string text;  ///< the bytes
+  bool control;      ///< a marker of the template: its control token
 };
 
 /// A recognized ChatML template.
@@ -34,7 +44,10 @@ class ChatTemplate {
   /// message, with or without the generation prompt).
   explicit ChatTemplate(std::string_view jinja_source);
 
-  /// The conversation as the template renders it.
+  /// The conversation as the template renders it, in pieces: markers apart from text.
+  std::vector<ChatPiece> pieces(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+
+  /// The conversation as the template renders it (the pieces joined).
   std::string apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
 
   /// The system message written when the conversation starts with another role, if any.

@@ -1,5 +1,5 @@
 // Exercise 9.3 — admission control: a straightforward answer (the lab's is
-// tools/cli/admission.cpp). See exercises/09-serving/ch09.h.
+// runtime/serving/admission.cpp). See exercises/09-serving/ch09.h.
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Exercise 9.2 — a Prometheus histogram: a straightforward answer (the lab's is
-// tools/cli/prometheus.cpp). See exercises/09-serving/ch09.h.
+// runtime/serving/prometheus.cpp). See exercises/09-serving/ch09.h.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -117,6 +117,25 @@ TEST(Ch07Engine, TinyPoolPreemptsAndStillMatches) {
   EXPECT_EQ(preempted, stats.preemptions);
 }
 
+// vLLM's cache_salt: a request shares prefix blocks only with requests of the same salt, so one
+// tenant cannot time another's prompt; the tokens are the same either way.
+TEST(Ch07Engine, CacheSaltKeepsPrefixBlocksApart) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  Request a = random_request(rng, 1, model.config().vocab_size, 32, 32, 5);  // 4 blocks of 8
+  a.sampling.max_new_tokens = 3;
+  a.cache_salt = "tenant-a";
+  Request other = a, same = a, none = a;
+  other.id = 2, other.arrival = 1.0, other.cache_salt = "tenant-b";
+  same.id = 3, same.arrival = 2.0;
+  none.id = 4, none.arrival = 3.0, none.cache_salt = "";
+  const auto served = serve(model, config_with(8, 32, 64, 64, 4), {a, other, same, none});
+  EXPECT_EQ(served.at(2).metrics.cached_prompt_tokens, 0) << "another salt must not hit tenant-a's blocks";
+  EXPECT_EQ(served.at(3).metrics.cached_prompt_tokens, 24) << "the same salt shares them";
+  EXPECT_EQ(served.at(4).metrics.cached_prompt_tokens, 0) << "no salt is a salt of its own";
+  for (const int64_t id : {2, 3, 4}) EXPECT_EQ(served.at(id).tokens, served.at(1).tokens) << "request " << id;
+}
+
 TEST(Ch07Engine, PrefixCacheHitOnAWholePromptStillComputesItsLastToken) {
   SeededRng rng;
   const auto& model = tiny_model();

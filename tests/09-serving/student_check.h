@@ -7,7 +7,7 @@
 // random inputs from a SeededRng: the seed is printed on failure), hands ALL of them at once to
 // the code under test (the graded test runs the batch in one sandboxed child process, the wrong
 // fixtures in this one), and only then computes the expected answers — twice, by the lab's
-// implementation (runtime/tokenizer/stop_strings.h, tools/cli/prometheus.h, tools/cli/admission.h)
+// implementation (runtime/tokenizer/stop_strings.h, runtime/serving/prometheus.h, runtime/serving/admission.h)
 // and by a model written here, which must agree (a lab bug otherwise) — and compares, answer by
 // answer. The first wrong answer fails the check with the input, the expected and the returned
 // answer and — where it recognises one — the usual mistake behind it: each classic mistake is
@@ -43,8 +43,8 @@
 #include "runtime/tokenizer/stop_strings.h"
 #include "tests/support/seeded.h"
 #include "tests/support/student_answers.h"
-#include "tools/cli/admission.h"
-#include "tools/cli/prometheus.h"
+#include "runtime/serving/admission.h"
+#include "runtime/serving/prometheus.h"
 
 namespace inferlab::testing::ch09 {
 
@@ -545,7 +545,7 @@ struct HistogramCase {
   std::vector<double> bounds;
   std::vector<double> values;
   std::string name, help;
-  cli::Labels labels;
+  serving::Labels labels;
   std::string lesson;
   std::string hand;  ///< "": no hand answer
 };
@@ -635,7 +635,7 @@ class ModelHistogram {
   double sum() const { return sum_; }
   uint64_t count() const { return count_; }
 
-  std::string exposition(const std::string& name, const std::string& help, const cli::Labels& labels) const {
+  std::string exposition(const std::string& name, const std::string& help, const serving::Labels& labels) const {
     std::ostringstream out;
     out << "# HELP " << name << " " << help << "\n";
     out << "# TYPE " << name << " histogram\n";
@@ -697,7 +697,7 @@ class ModelHistogram {
 
 /// The lab's Histogram and MetricsText on @p c.
 inline HistogramResult lab_histogram(const HistogramCase& c) {
-  cli::Histogram h(c.bounds);
+  serving::Histogram h(c.bounds);
   HistogramResult r;
   std::vector<uint64_t> before = h.snapshot().cumulative;
   for (const double v : c.values) {
@@ -708,11 +708,11 @@ inline HistogramResult lab_histogram(const HistogramCase& c) {
     r.buckets.push_back(int64_t(first));
     before = after;
   }
-  const cli::HistogramSnapshot s = h.snapshot();
+  const serving::HistogramSnapshot s = h.snapshot();
   for (size_t i = 0; i < s.cumulative.size(); ++i) r.counts.push_back(s.cumulative[i] - (i ? s.cumulative[i - 1] : 0));
   r.sum = s.sum;
   r.count = s.count;
-  cli::MetricsText text;
+  serving::MetricsText text;
   text.histogram(c.name, c.help, c.labels, s);
   r.text = text.str();
   return r;
@@ -763,7 +763,7 @@ inline ::testing::AssertionResult histograms_match(const HistogramRunFn& run, co
     if (lab.buckets != model.buckets || lab.counts != model.counts || lab.count != model.count ||
         std::memcmp(&lab.sum, &model.sum, sizeof(double)) != 0 || lab.text != model.text ||
         (!c.hand.empty() && c.hand != lab.text))
-      return ::testing::AssertionFailure() << "lab bug: cli::Histogram / MetricsText, the model of "
+      return ::testing::AssertionFailure() << "lab bug: serving::Histogram / MetricsText, the model of "
                                               "tests/09-serving/student_check.h and the hand answer disagree on "
                                            << quote_text(c.lesson) << "\n  lab:\n"
                                            << lab.text << "\n  model:\n"
@@ -911,7 +911,7 @@ inline const std::vector<double>& vllm_buckets() {
 inline std::vector<HistogramCase> random_histograms(SeededRng& rng, int count) {
   std::vector<HistogramCase> cases;
   const auto real = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng.engine()); };
-  const std::vector<cli::Labels> label_sets = {
+  const std::vector<serving::Labels> label_sets = {
       {}, {{"model_name", "smollm2"}}, {{"model_name", "smollm2"}, {"finished_reason", "stop"}}};
   for (int trial = 0; trial < count; ++trial) {
     HistogramCase c;
@@ -984,12 +984,12 @@ AdmissionTrace run_script(A& admission, const AdmissionScript& s) {
 
 /// The lab's AdmissionControl on @p s (release() gives back the newest ticket).
 inline AdmissionTrace lab_script(const AdmissionScript& s) {
-  cli::AdmissionControl admission(s.max_running, s.max_waiting);
-  std::vector<cli::AdmissionControl::Ticket> tickets;
+  serving::AdmissionControl admission(s.max_running, s.max_waiting);
+  std::vector<serving::AdmissionControl::Ticket> tickets;
   AdmissionTrace t{admission.capacity()};
   for (const char op : s.ops) {
     if (op == 'a') {
-      std::optional<cli::AdmissionControl::Ticket> ticket = admission.try_admit();
+      std::optional<serving::AdmissionControl::Ticket> ticket = admission.try_admit();
       t.push_back(ticket ? 1 : 0);
       if (ticket) tickets.push_back(std::move(*ticket));
     } else {
@@ -1068,7 +1068,7 @@ inline ::testing::AssertionResult admission_scripts_match(const AdmissionRunFn& 
     const AdmissionTrace lab = lab_script(s);
     if (lab != run_script(model, s))
       return ::testing::AssertionFailure()
-             << "lab bug: cli::AdmissionControl and the model disagree on " << quote_text(s.lesson);
+             << "lab bug: serving::AdmissionControl and the model disagree on " << quote_text(s.lesson);
     const std::string where = (s.lesson.empty() ? "" : s.lesson + ":\n  ") + "max_running " +
                               std::to_string(s.max_running) + ", max_waiting " + std::to_string(s.max_waiting);
     if (const std::string missing = missing_answer(got, k); !missing.empty())
@@ -1450,15 +1450,15 @@ inline RetryRunFn retry_runner(RetryRule rule) {
   };
 }
 
-/// Every answer equals the lab's cli::retry_after_seconds and the model's.
+/// Every answer equals the lab's serving::retry_after_seconds and the model's.
 inline ::testing::AssertionResult retries_match(const RetryRunFn& run, const std::vector<RetryCase>& cases) {
   const Answers<int64_t> got = run(cases);
   for (size_t k = 0; k < cases.size(); ++k) {
     const RetryCase& c = cases[k];
-    const int64_t lab = cli::retry_after_seconds(c.in_flight, c.capacity, c.max_running, c.mean_service_seconds);
+    const int64_t lab = serving::retry_after_seconds(c.in_flight, c.capacity, c.max_running, c.mean_service_seconds);
     if (lab != retry_by(RetryRule::contract, c))
       return ::testing::AssertionFailure()
-             << "lab bug: cli::retry_after_seconds and the model disagree on " << quote_text(c.lesson);
+             << "lab bug: serving::retry_after_seconds and the model disagree on " << quote_text(c.lesson);
     const std::string where = (c.lesson.empty() ? "" : c.lesson + ":\n  ") + "retry_after_seconds(in_flight " +
                               std::to_string(c.in_flight) + ", capacity " + std::to_string(c.capacity) +
                               ", max_running " + std::to_string(c.max_running) + ", mean_service_seconds " +

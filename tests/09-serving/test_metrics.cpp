@@ -1,6 +1,6 @@
-// The Prometheus histogram and exposition (tools/cli/prometheus.h), the server's metrics under
-// vLLM's names (tools/cli/serving_metrics.h), and admission control with its Little's-law
-// Retry-After (tools/cli/admission.h). The histogram is checked against counting the observations
+// The Prometheus histogram and exposition (runtime/serving/prometheus.h), the server's metrics under
+// vLLM's names (runtime/serving/serving_metrics.h), and admission control with its Little's-law
+// Retry-After (runtime/serving/admission.h). The histogram is checked against counting the observations
 // directly; the exposition line by line.
 #include <gtest/gtest.h>
 
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "tests/support/seeded.h"
-#include "tools/cli/admission.h"
-#include "tools/cli/prometheus.h"
-#include "tools/cli/serving_metrics.h"
+#include "runtime/serving/admission.h"
+#include "runtime/serving/prometheus.h"
+#include "runtime/serving/serving_metrics.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 namespace {
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -212,4 +212,4 @@ TEST(Admission, RetryAfterIsLittlesLawRoundedUp) {
 }
 
 }  // namespace
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

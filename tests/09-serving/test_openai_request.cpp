@@ -1,4 +1,4 @@
-// Reading and checking OpenAI request bodies (tools/cli/openai_request.h): every field the server
+// Reading and checking OpenAI request bodies (runtime/serving/openai_request.h): every field the server
 // implements read back, defaults, null as absent, and each bad input refused with status 400 and
 // an error object naming the parameter — malformed JSON, wrong types, empty or malformed
 // messages, an unknown role, max_tokens ≤ 0, temperature < 0, top_p outside (0, 1], n ≠ 1,
@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "tools/cli/openai_request.h"
+#include "runtime/serving/openai_request.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 namespace {
 
 // The ApiError @p parse throws for @p body (a failure when none is thrown).
@@ -193,6 +193,29 @@ TEST(OpenAiRequest, OutOfRangeValuesNameTheParameter) {
   expect_invalid(chat_with(R"("stream_options": {"include_usage": true})"), "stream_options");
   expect_invalid(R"({"model": "m", "prompt": "a", "max_tokens": 0})", "max_tokens", false);
   expect_invalid(R"({"model": "m", "prompt": "a", "temperature": -1})", "temperature", false);
+  // Finite as a double but not as the float the sampler uses, or not finite at all (1e999 parses as inf).
+  expect_invalid(chat_with(R"("temperature": 1e39)"), "temperature");
+  expect_invalid(chat_with(R"("temperature": 1e999)"), "");  // beyond a double: refused by the parser
+  expect_invalid(chat_with(R"("cache_salt": "")"), "cache_salt");
+  expect_invalid(chat_with(R"("cache_salt": 7)"), "cache_salt");
+}
+
+// Nesting is limited as the parser goes: kMaxJsonDepth levels are read, one more is refused, and a
+// 10,000-deep body (the review's crash: ~20 KB) is refused without building it or recursing on it.
+TEST(OpenAiRequest, DeepNestingIsRefusedAsItIsParsed) {
+  const auto nested = [](int depth) {  // {"model": "m", "prompt": [[…[1]…]]}: the object is depth 0
+    return R"({"model": "m", "prompt": )" + std::string(size_t(depth), '[') + "1" + std::string(size_t(depth), ']') + "}";
+  };
+  expect_invalid(nested(kMaxJsonDepth), "", false);
+  const ApiError deep = error_of(parse_completion_request, nested(10000));
+  EXPECT_EQ(deep.status(), 400);
+  EXPECT_NE(std::string(deep.what()).find("deep"), std::string::npos) << deep.what();
+  // Below the limit the body is read: two levels are one prompt of ids in a batch of one …
+  EXPECT_EQ(*parse_completion_request(nested(2)).prompt_ids, std::vector<int32_t>{1});
+  // … and a deeper one is a bad prompt, named as such.
+  expect_invalid(nested(kMaxJsonDepth - 1), "prompt", false);
+  EXPECT_EQ(parse_completion_request(R"({"model": "m", "prompt": ["one"]})").prompt_text, "one");
+  EXPECT_EQ(parse_chat_request(chat_with(R"("cache_salt": "tenant-7")")).cache_salt, "tenant-7");
 }
 
 TEST(OpenAiRequest, ErrorObjectsCarryTheirStatusTypeAndCode) {
@@ -204,4 +227,4 @@ TEST(OpenAiRequest, ErrorObjectsCarryTheirStatusTypeAndCode) {
 }
 
 }  // namespace
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

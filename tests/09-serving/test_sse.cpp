@@ -1,4 +1,4 @@
-// The SSE framing (tools/cli/sse.h) and the OpenAI response objects (tools/cli/openai_response.h):
+// The SSE framing (runtime/serving/sse.h) and the OpenAI response objects (runtime/serving/openai_response.h):
 // an event is exactly `data: <one line of JSON>` and a blank line whatever the text holds
 // (newlines, blank lines, "data:", quotes, non-ASCII), and parses back to the value; [DONE];
 // invalid UTF-8 is replaced rather than thrown; the fields of completions, chunks and the usage
@@ -7,10 +7,10 @@
 
 #include <string>
 
-#include "tools/cli/openai_response.h"
-#include "tools/cli/sse.h"
+#include "runtime/serving/openai_response.h"
+#include "runtime/serving/sse.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 namespace {
 
 // The JSON of one event, checking its framing.
@@ -101,4 +101,4 @@ TEST(OpenAiResponse, TheUsageChunkHasNoChoices) {
 }
 
 }  // namespace
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

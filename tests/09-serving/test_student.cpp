@@ -1,7 +1,7 @@
 // Chapter 09 exercises, graded: the student's stop-string filter (9.1), Prometheus histogram
 // (9.2) and admission control (9.3), each compared with the lab's own implementation — the
 // server's StopStringMatcher (runtime/tokenizer/stop_strings.h), Histogram and MetricsText
-// (tools/cli/prometheus.h), AdmissionControl and retry_after_seconds (tools/cli/admission.h) — and
+// (runtime/serving/prometheus.h), AdmissionControl and retry_after_seconds (runtime/serving/admission.h) — and
 // a model written in student_check.h, on hand-worked cases that each teach one rule and, beside
 // them, fresh random inputs (the seed is printed on failure; INFERLAB_SEED replays it). The checks
 // live in student_check.h, shared with the wrong fixtures of tests/wrong/wrong_ch09_exercises.cpp
@@ -226,7 +226,7 @@ TEST(Ch09Admission, RetryAfterWorkedExamples) {
 }
 
 TEST(Ch09Admission, RetryAfterMatchesTheServer) {
-  // 2000 random questions: equal to the lab's cli::retry_after_seconds.
+  // 2000 random questions: equal to the lab's serving::retry_after_seconds.
   testing::SeededRng rng;
   EXPECT_TRUE(ch09::retries_match(student_retries, ch09::random_retries(rng, 2000)));
 }

@@ -139,7 +139,7 @@ int chat(const std::vector<std::string>& argv) {
     }
     conversation.add("user", line);
     engine::Request request;
-    request.prompt = tokenizer.encode_prompt(tokenizer.apply_chat_template(conversation.messages(), true));
+    request.prompt = tokenizer.encode_chat(conversation.messages(), true);
     request.sampling = sampling;
     const int64_t needed = int64_t(request.prompt.size()) + sampling.max_new_tokens;
     if (needed > engine.config().max_seq_len) {

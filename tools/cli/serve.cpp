@@ -4,14 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/args.h"
@@ -22,7 +20,8 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/engine_options.h"
 #include "tools/cli/model_tokenizer.h"
-#include "tools/cli/openai_server.h"
+#include "runtime/serving/http_server.h"
+#include "runtime/serving/openai_server.h"
 #include "tools/cli/ranks.h"
 #include "runtime/parallel/rank_runner.h"
 
@@ -49,7 +48,7 @@ const char* kServeUsage =
     R"(usage: inferlab serve --model M [--host 127.0.0.1] [--port 8000] [options]
 
 An OpenAI-compatible HTTP server over the serving engine, its loop on its own thread:
-  GET  /health               {"status": "ok"} and the engine's counters (running, waiting, free blocks, …)
+  GET  /health               {"status": "ok"} and the engine's state and the requests by how they ended
   GET  /metrics              Prometheus text with vLLM's metric names (requests, KV usage, tokens,
                              preemptions; TTFT, inter-token, end-to-end and queue-time histograms)
   GET  /v1/models            the model served (its id is --model as given, e.g. smollm2)
@@ -68,7 +67,10 @@ Retry-After. SIGINT or SIGTERM (Ctrl-C) aborts the requests in flight, stops and
   --max-tokens N         tokens generated when a request gives no max_tokens (default 16, cut to the context)
   --max-waiting N        requests held waiting beyond the --max-seqs running (default 2 × --max-seqs); more: 429
   --max-body-bytes N     the largest request body (default 1048576); larger: 413
-  --http-threads N       HTTP worker threads (default --max-seqs + --max-waiting + 4): each open stream holds one
+  --http-threads N       threads that answer generations (default --max-seqs + --max-waiting): each holds one
+  --max-connections N    open connections (default 256); one more is answered 503 and closed
+  --request-timeout S    seconds a connection has to send each whole request, idle keep-alive time included
+                         (default 10); then it is closed: slow or idle clients hold a socket, never a thread
   --weights f32|f16|bf16|q8_0|q4_0|q4_1   convert every matrix on load (default: the file's formats)
   engine options (as inferlab generate): --policy continuous|static  --block-size N (16)  --num-blocks N (256)
   --max-seqs N (16)  --budget N (256)  --chunk N (256)  --no-chunking  --no-prefix-caching
@@ -87,9 +89,10 @@ int serve(const std::vector<std::string>& argv) {
     std::cout << kServeUsage;
     return 0;
   }
-  std::set<std::string> known = {"model",        "host",           "port",    "max-tokens",
-                                 "http-threads", "max-body-bytes", "weights", "max-waiting",
-                                 "tp",           "pp",             "micro-batches"};
+  std::set<std::string> known = {"model",       "host",           "port",           "max-tokens",
+                                 "http-threads", "max-body-bytes", "weights",        "max-waiting",
+                                 "tp",           "pp",             "micro-batches",  "max-connections",
+                                 "request-timeout"};
   known.merge(engine_option_names());
   args.check_known(known);
   const RankSplit split = rank_split(args);
@@ -142,46 +145,36 @@ int serve(const std::vector<std::string>& argv) {
   require(max_waiting >= 0, "--max-waiting", max_waiting, "must be ≥ 0");
   const int64_t max_body = args.integer("max-body-bytes").value_or(int64_t(1) << 20);
   require_positive("--max-body-bytes", max_body);
-  const int64_t http_threads = args.integer("http-threads").value_or(config.max_num_seqs + max_waiting + 4);
+  const int64_t http_threads = args.integer("http-threads").value_or(config.max_num_seqs + max_waiting);
   require_positive("--http-threads", http_threads);
+  const int64_t max_connections = args.integer("max-connections").value_or(256);
+  require_positive("--max-connections", max_connections);
+  const double request_timeout = args.real("request-timeout").value_or(10.0);
+  require(request_timeout > 0 && request_timeout <= 3600, "--request-timeout", request_timeout, "must be in (0, 3600]");
 
   engine::AsyncEngine engine(m, config);
-  OpenAiServer routes(engine, tokenizer,
-                      {.name = name,
-                       .default_max_tokens = max_tokens,
-                       .max_seq_len = config.max_seq_len,
-                       .max_running = config.max_num_seqs,
-                       .max_waiting = max_waiting,
-                       .max_body_bytes = size_t(max_body)});
-  httplib::Server server;
-  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(size_t(http_threads)); };
-  routes.install(server);
-  const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, int(port)) ? int(port) : -1);
-  if (bound < 0) throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port));
-
-  std::atomic<bool> stopping = false, listen_failed = false;
-  std::thread listener([&] {
-    server.listen_after_bind();
-    if (!stopping) {  // it stopped by itself: wake the main thread
-      listen_failed = true;
-      ::kill(::getpid(), SIGTERM);
-    }
-  });
-  // Server::stop() does nothing until the listen loop runs (cpp-httplib checks is_running()), so a
-  // signal that came right after the bind would leave the listener running forever: wait for it.
-  // A signal that came early waits in the pipe.
-  while (!server.is_running() && !listen_failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // A request's prompt and reply must fit the pool as well as the context: max_model_len is the smaller.
+  const int64_t pool_tokens = config.num_blocks * config.block_size;
+  serving::OpenAiServer routes(engine, tokenizer,
+                               {.name = name,
+                                .default_max_tokens = max_tokens,
+                                .max_seq_len = std::min(config.max_seq_len, pool_tokens),
+                                .max_running = config.max_num_seqs,
+                                .max_waiting = max_waiting});
+  serving::HttpServer server([&routes](const serving::HttpRequest& request) { return routes.route(request); },
+                             {.request_timeout_s = request_timeout,
+                              .max_connections = max_connections,
+                              .max_body_bytes = size_t(max_body),
+                              .workers = http_threads});
+  const int bound = server.listen(host, int(port));
   std::cout << "inferlab serve: " << name << " (" << rank_model.description << ")\nlistening on http://" << host << ":"
             << bound << "  (Ctrl-C stops)" << std::endl;
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // the main thread takes them from here on
   const int signal_number = wait_for_stop_signal();
-  stopping = true;
   std::cout << "inferlab serve: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
             << ": aborting the requests in flight, stopping" << std::endl;
-  engine.shutdown(engine::ShutdownMode::abort);  // every waiting handler wakes: 503 or a cut stream
-  server.stop();
-  listener.join();
-  if (listen_failed) throw std::runtime_error("the server stopped listening on " + host + ":" + std::to_string(bound));
+  engine.shutdown(engine::ShutdownMode::abort);  // every waiting worker wakes: 503 or a cut stream
+  server.stop();                                 // then every connection, slow ones included, is closed
   const engine::AsyncEngineStats s = engine.stats();
   std::cout << "inferlab serve: stopped after " << s.submitted << " requests (" << s.finished << " finished, "
             << s.aborted << " aborted, " << s.rejected << " refused)" << std::endl;

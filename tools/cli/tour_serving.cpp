@@ -16,7 +16,8 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/model/model_files.h"
 #include "tools/cli/model_tokenizer.h"
-#include "tools/cli/openai_server.h"
+#include "runtime/serving/http_server.h"
+#include "runtime/serving/openai_server.h"
 
 #ifndef INFERLAB_SOURCE_DIR
 #define INFERLAB_SOURCE_DIR "."
@@ -61,14 +62,11 @@ void tour_chapter09(std::ostream& out, const TourOptions& options) {
   config.max_num_seqs = 8;
   config.max_seq_len = 1024;
   engine::AsyncEngine engine(m, config);
-  OpenAiServer routes(engine, tokenizer,
-                      {.name = "smollm2", .max_seq_len = config.max_seq_len, .max_running = config.max_num_seqs});
-  httplib::Server server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
-  routes.install(server);
-  const int port = server.bind_to_any_port("127.0.0.1");
-  std::thread listener([&] { server.listen_after_bind(); });
-  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  serving::OpenAiServer routes(engine, tokenizer,
+                               {.name = "smollm2", .max_seq_len = config.max_seq_len, .max_running = config.max_num_seqs});
+  serving::HttpServer server([&routes](const serving::HttpRequest& request) { return routes.route(request); },
+                             {.workers = config.max_num_seqs + 32});
+  const int port = server.listen("127.0.0.1", 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   out << "inferlab serve's routes on " << url << " (in this process: " << config.max_num_seqs
       << " sequences at once, the engine on its own thread)\n";
@@ -130,9 +128,8 @@ void tour_chapter09(std::ostream& out, const TourOptions& options) {
         << mean_ms("vllm:inter_token_latency_seconds") << " ms, end-to-end " << mean_ms("vllm:e2e_request_latency_seconds")
         << " ms, queue " << mean_ms("vllm:request_queue_time_seconds") << " ms\n";
   }
-  server.stop();
-  listener.join();
   engine.shutdown(engine::ShutdownMode::abort);
+  server.stop();
   out << "  (curl, the openai client and the load generator all speak to ./inferlab serve the same way;\n"
          "   the lesson measures what serving adds to the engine: chapters/09-serving/README.md)\n\n";
 }

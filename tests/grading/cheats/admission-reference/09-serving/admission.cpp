@@ -1,5 +1,5 @@
 // CHEAT (caught by the inspection: references): answers exercise 9.3's Retry-After with the
-// server's own retry_after_seconds (tools/cli/admission.h), declared here by hand (no include of
+// server's own retry_after_seconds (runtime/serving/admission.h), declared here by hand (no include of
 // tools/, which the inspection's include check would name as well), and its counter with a
 // compare-exchange. The other exercises are the unmodified stubs.
 #include <atomic>
@@ -8,9 +8,9 @@
 #include "09-serving/ch09.h"
 #include "common/check.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 int64_t retry_after_seconds(int64_t in_flight, int64_t capacity, int64_t max_running, double mean_service_seconds);
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving
 
 namespace inferlab::student {
 
@@ -36,7 +36,7 @@ void StudentAdmission::release() {
 }
 
 int64_t retry_after_seconds(int64_t in_flight, int64_t capacity, int64_t max_running, double mean_service_seconds) {
-  return inferlab::cli::retry_after_seconds(in_flight, capacity, max_running, mean_service_seconds);
+  return inferlab::serving::retry_after_seconds(in_flight, capacity, max_running, mean_service_seconds);
 }
 
 }  // namespace inferlab::student

@@ -12,7 +12,7 @@
 #include "common/json.h"
 #include "runtime/engine/request.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 /// Which endpoint a response is for.
 enum class Endpoint {
@@ -58,4 +58,4 @@ Json chunk_json(const ResponseHeader& header, const std::optional<std::string>& 
 /// The usage chunk: `choices: []` and usage.
 Json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

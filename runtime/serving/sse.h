@@ -9,7 +9,7 @@
 
 #include "common/json.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 /// `data: <value as one line of JSON>\n\n`. Invalid UTF-8 in a string (none should reach here:
 /// the detokenizer writes whole characters) becomes U+FFFD rather than an exception.
@@ -21,4 +21,4 @@ std::string sse_done();
 /// The `Content-Type` of a stream of events: `text/event-stream`.
 inline constexpr const char* kSseContentType = "text/event-stream";
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

@@ -17,6 +17,9 @@
 /// generator needs for exact lengths). A null field is the same as an absent one. Fields the
 /// server does not implement (echo, logprobs, top_logprobs, the penalties, logit_bias, best_of,
 /// suffix, tools, response_format) are refused with 400 unless neutral (false, 0, best_of 1).
+/// cache_salt (vLLM's extension: a non-empty string) keeps the request's prompt blocks apart from
+/// those of other salts in the prefix cache. A body nested deeper than kMaxJsonDepth is refused
+/// as it is parsed; temperature must be finite (as a float).
 
 #include <cstdint>
 #include <optional>
@@ -27,7 +30,7 @@
 #include "common/json.h"
 #include "runtime/tokenizer/chat_template.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 /// An error the server answers with: its HTTP status and OpenAI's error object.
 class ApiError : public std::runtime_error {
@@ -65,7 +68,12 @@ struct GenerationRequest {
   bool include_usage = false;         ///< stream_options.include_usage: a last chunk with the usage
   std::vector<std::string> stop;      ///< stop strings (none: stop only at the end of text or max_tokens)
   bool ignore_eos = false;            ///< do not stop at the model's end-of-generation tokens
+  std::string cache_salt;             ///< "" or vLLM's cache_salt: prefix-cache hits only among requests with the same salt
 };
+
+/// The deepest nesting of arrays and objects a body may have (OpenAI's deepest field, a chat
+/// message's content part, is at depth 4): deeper is refused as the parser reaches it.
+inline constexpr int kMaxJsonDepth = 16;
 
 /// Reads a `/v1/chat/completions` body. Throws ApiError (400) for malformed JSON, a body that is
 /// not an object, or a field that is missing, of the wrong type or out of range, naming it
@@ -75,4 +83,4 @@ GenerationRequest parse_chat_request(const std::string& body);
 /// Reads a `/v1/completions` body, as parse_chat_request() but with prompt instead of messages.
 GenerationRequest parse_completion_request(const std::string& body);
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

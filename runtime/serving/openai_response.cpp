@@ -1,6 +1,6 @@
-#include "tools/cli/openai_response.h"
+#include "runtime/serving/openai_response.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 namespace {
 
 Json envelope(const ResponseHeader& header, bool chunk) {
@@ -71,4 +71,4 @@ Json usage_chunk_json(const ResponseHeader& header, const Usage& usage) {
   return out;
 }
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

@@ -1,8 +1,8 @@
-#include "tools/cli/serving_metrics.h"
+#include "runtime/serving/serving_metrics.h"
 
 #include <utility>
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 namespace {
 
 // Buckets for this lab's scale: a SmolLM2 decode step on 2 CPU cores is ~7–20 ms, a 512-token
@@ -87,4 +87,4 @@ std::string ServingMetrics::render(const engine::AsyncEngineStats& s) const {
   return m.str();
 }
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 /// A histogram's counts at one moment.
 struct HistogramSnapshot {
@@ -86,4 +86,4 @@ std::string escape_label_value(const std::string& value);
 /// The Content-Type of the text exposition.
 inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

@@ -1,6 +1,6 @@
-#include "tools/cli/sse.h"
+#include "runtime/serving/sse.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 std::string sse_event(const Json& value) {
   return "data: " + value.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
@@ -10,4 +10,4 @@ std::string sse_done() {
   return "data: [DONE]\n\n";
 }
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

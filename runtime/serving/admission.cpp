@@ -1,11 +1,11 @@
-#include "tools/cli/admission.h"
+#include "runtime/serving/admission.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/check.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 AdmissionControl::Ticket::~Ticket() {
   if (owner_ != nullptr) --owner_->in_flight_;
@@ -26,7 +26,7 @@ std::optional<AdmissionControl::Ticket> AdmissionControl::try_admit() {
 }
 
 int64_t AdmissionControl::retry_after_seconds(double mean_service_seconds) const {
-  return cli::retry_after_seconds(in_flight(), capacity(), max_running_, mean_service_seconds);
+  return serving::retry_after_seconds(in_flight(), capacity(), max_running_, mean_service_seconds);
 }
 
 int64_t retry_after_seconds(int64_t in_flight, int64_t capacity, int64_t max_running, double mean_service_seconds) {
@@ -36,4 +36,4 @@ int64_t retry_after_seconds(int64_t in_flight, int64_t capacity, int64_t max_run
   return int64_t(std::clamp(seconds, 1.0, 3600.0));
 }
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

@@ -1,4 +1,4 @@
-#include "tools/cli/openai_request.h"
+#include "runtime/serving/openai_request.h"
 
 #include <cmath>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "runtime/tokenizer/stop_strings.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 ApiError::ApiError(int status, const std::string& message, std::string param, std::string type, std::string code)
     : std::runtime_error(message),
@@ -38,10 +38,21 @@ const Json* field(const Json& body, const std::string& name) {
 
 Json parse_object(const std::string& text) {
   Json body;
+  // The depth is checked as the parser goes: a body nested deeper is refused at the first bracket
+  // past the limit, before anything deeper is built.
+  const Json::parser_callback_t depth_limit = [](int depth, Json::parse_event_t event, Json&) {
+    if (depth >= kMaxJsonDepth && (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start))
+      throw invalid_request("the body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
+                                " deep (this server's limit)",
+                            "");
+    return true;
+  };
   try {
-    body = Json::parse(text);
+    body = Json::parse(text, depth_limit);
   } catch (const Json::parse_error& error) {
     throw invalid_request(std::string("the body is not valid JSON: ") + error.what(), "");
+  } catch (const Json::out_of_range& error) {  // a number beyond a double (1e999)
+    throw invalid_request(std::string("the body holds a number out of range: ") + error.what(), "");
   }
   if (!body.is_object()) throw invalid_request("the body must be a JSON object", "");
   return body;
@@ -89,7 +100,8 @@ GenerationRequest common_fields(const Json& body) {
     throw invalid_request("'" + name + "' must be at least 1, not " + std::to_string(*r.max_tokens), name);
   }
   if (const auto t = number_field(body, "temperature")) {
-    if (!(*t >= 0) || !std::isfinite(*t)) throw invalid_request("'temperature' must be a number ≥ 0", "temperature");
+    if (!(*t >= 0) || !(*t <= std::numeric_limits<float>::max()))  // also NaN, inf and what float cannot hold
+      throw invalid_request("'temperature' must be a finite number ≥ 0", "temperature");
     r.temperature = float(*t);
   }
   if (const auto p = number_field(body, "top_p")) {
@@ -118,6 +130,11 @@ GenerationRequest common_fields(const Json& body) {
     }
   }
   r.ignore_eos = bool_field(body, "ignore_eos", "ignore_eos").value_or(false);
+  if (const Json* salt = field(body, "cache_salt")) {
+    if (!salt->is_string() || salt->get<std::string>().empty())
+      throw invalid_request("'cache_salt' must be a non-empty string", "cache_salt");
+    r.cache_salt = salt->get<std::string>();
+  }
   // Fields the server does not implement are refused rather than silently ignored, unless they
   // ask for what the server does anyway (false, 0).
   for (const char* name : {"echo", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty", "logit_bias",
@@ -195,10 +212,14 @@ GenerationRequest parse_completion_request(const std::string& text) {
   if (!prompt->is_array() || prompt->empty())
     throw invalid_request("'prompt' must be a string or a non-empty array of token ids", "prompt");
   if (prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
-    // One prompt in a batch of one: ["text"] or [[ids]].
-    Json one = body;
-    one["prompt"] = (*prompt)[0];
-    return parse_completion_request(one.dump());
+    // One prompt in a batch of one: ["text"] or [[ids]] — read in place, one level down only.
+    prompt = &(*prompt)[0];
+    if (prompt->is_string()) {
+      r.prompt_text = prompt->get<std::string>();
+      if (r.prompt_text->empty()) throw invalid_request("'prompt' must not be empty", "prompt");
+      return r;
+    }
+    if (prompt->empty()) throw invalid_request("'prompt' must be a string or a non-empty array of token ids", "prompt");
   }
   std::vector<int32_t> ids;
   for (const Json& id : *prompt) {
@@ -212,4 +233,4 @@ GenerationRequest parse_completion_request(const std::string& text) {
   return r;
 }
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

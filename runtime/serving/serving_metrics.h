@@ -30,9 +30,9 @@
 #include <string>
 
 #include "runtime/engine/async_engine.h"
-#include "tools/cli/prometheus.h"
+#include "runtime/serving/prometheus.h"
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 /// How a request ended, as vllm:request_success_total's finished_reason says it.
 enum class FinishedReason { stop, length, abort };
@@ -43,7 +43,7 @@ struct RequestTimings {
   std::vector<double> itl;       ///< the gaps between successive tokens, in seconds
   double e2e = -1.0;             ///< seconds from received to its last token
   double queue = -1.0;           ///< seconds waiting in the engine before its first step; < 0: unknown
-  FinishedReason reason = FinishedReason::length;
+  FinishedReason reason = FinishedReason::length;  ///< how it ended
 };
 
 /// The server's metrics; record() and render() may be called from any thread.
@@ -58,6 +58,8 @@ class ServingMetrics {
   void reject(bool queue_full);
   /// The mean time a finished request spent in service (e2e − queue), for Retry-After; 0 before any.
   double mean_service_seconds() const;
+  /// Requests recorded as ended for @p reason (the counts of vllm:request_success_total).
+  int64_t finished(FinishedReason reason) const { return finished_[size_t(reason)].load(); }
   /// The exposition: the engine's state from @p stats, then the counters and histograms.
   std::string render(const engine::AsyncEngineStats& stats) const;
 
@@ -69,4 +71,4 @@ class ServingMetrics {
   Histogram service_;  // e2e − queue: its sum and count give mean_service_seconds()
 };
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

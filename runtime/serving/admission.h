@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <optional>
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 /// Counts the requests a server holds (running and waiting) and refuses those beyond its capacity.
 class AdmissionControl {
@@ -24,9 +24,11 @@ class AdmissionControl {
   /// A place held by one admitted request, given back when it is destroyed.
   class Ticket {
    public:
+    /// Takes @p other's place (@p other then holds none).
     Ticket(Ticket&& other) noexcept : owner_(other.owner_) { other.owner_ = nullptr; }
     Ticket& operator=(Ticket&&) = delete;
     Ticket(const Ticket&) = delete;
+    /// Gives the place back.
     ~Ticket();
 
    private:
@@ -59,4 +61,4 @@ class AdmissionControl {
 /// mean_service_seconds ≤ 0.
 int64_t retry_after_seconds(int64_t in_flight, int64_t capacity, int64_t max_running, double mean_service_seconds);
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving

@@ -1,11 +1,11 @@
-#include "tools/cli/prometheus.h"
+#include "runtime/serving/prometheus.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
 
-namespace inferlab::cli {
+namespace inferlab::serving {
 
 Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)) {
   if (bounds_.empty()) throw std::invalid_argument("Histogram: upper_bounds is empty");
@@ -97,4 +97,4 @@ void MetricsText::histogram(const std::string& name, const std::string& help, co
   sample(name + "_count", labels, double(h.count));
 }
 
-}  // namespace inferlab::cli
+}  // namespace inferlab::serving
