@@ -34,6 +34,11 @@ else()
   set(INFERLAB_HAVE_BOOST_CONTEXT OFF)
   list(APPEND _inferlab_missing libboost-context-dev)
 endif()
+# Boost.Beast and Asio (header-only, in libboost-dev): chapter 09's HTTP transport
+# (runtime/serving/http_server.cpp).
+if(NOT TARGET Boost::headers OR NOT EXISTS "${Boost_INCLUDE_DIRS}/boost/beast.hpp")
+  list(APPEND _inferlab_missing libboost-dev)
+endif()
 
 # xxHash: the chained block hash of chapter 06's prefix cache (runtime/paged/prefix_hash.cpp).
 find_path(INFERLAB_XXHASH_INCLUDE xxhash.h)

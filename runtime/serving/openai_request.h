@@ -10,7 +10,8 @@
 /// {type: "text", text} parts) or prompt (completions: a string, one prompt as an array of token
 /// ids, or a batch of one of those); max_completion_tokens or max_tokens (an integer ≥ 1; the
 /// first wins when both are given); temperature (a number ≥ 0, default 1 as in the API; 0 is
-/// greedy); top_p (a number in (0, 1], default 1); seed (an integer); stream (a boolean);
+/// greedy); top_p (a number in (0, 1], default 1); seed (an integer: the request's own random
+/// stream, so the same seed gives the same tokens, alone or in any batch); stream (a boolean);
 /// stream_options.include_usage (a boolean, only with stream); n (1 only); stop (a string or an
 /// array of up to 4, each non-empty: tokenizer::StopStringMatcher's rule); ignore_eos (a boolean,
 /// vLLM's extension: generate max_tokens tokens even past the end-of-text token — what a load

@@ -126,6 +126,18 @@ class OpenAiClient(unittest.TestCase):
         self.assertEqual(usage.total_tokens, usage.prompt_tokens + 20)
         self.assertGreater(len(chunks), 1, "the answer came in one chunk: not streamed")
 
+    def test_a_seed_makes_sampling_reproducible(self):
+        # A sampled request with a seed draws from its own random stream (the engine's per-request
+        # generator): the same seed gives the same text, alone or beside other requests.
+        def sampled(seed):
+            return CLIENT.completions.create(model=MODEL, prompt=STORY, max_tokens=24, temperature=1.0,
+                                             seed=seed).choices[0].text
+        first = sampled(1234)
+        with ThreadPoolExecutor(4) as pool:
+            crowd = list(pool.map(sampled, [1234, 99, 1234, 7]))
+        self.assertEqual([crowd[0], crowd[2]], [first, first], "the same seed gave another text")
+        self.assertEqual(len({first, crowd[1], crowd[3]}), 3, "different seeds gave the same text: not sampling?")
+
     def test_completion_tokens_are_the_generated_tokens(self):
         # `generate --ids` prints the greedy ids of the same prompt (the engine alone, no HTTP); the
         # server's completion_tokens counts them and its text is their decoding.
