@@ -26,7 +26,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CHAPTERS = {"ch08": "chapters/08-real-model/README.md", "ch09": "chapters/09-serving/README.md",
+CHAPTERS = {"ch01": "chapters/01-naive-cpu-attention/README.md",
+            "ch08": "chapters/08-real-model/README.md", "ch09": "chapters/09-serving/README.md",
             "ch10": "chapters/10-parallelism/README.md"}
 # A number as the lessons print it: "1 013" (a space, thin or narrow no-break space between groups),
 # "0.41", "−5.2" (the minus sign or a hyphen).
