@@ -121,6 +121,7 @@ void AsyncEngine::snapshot() {
   stats_.generated_tokens = engine_.stats().generated_tokens;
   stats_.busy_seconds = engine_.stats().busy_seconds;
   stats_.tokens_to_generate = engine_.tokens_to_generate();
+  stats_.fewest_tokens_to_generate = engine_.fewest_tokens_to_generate();
   for (const auto& [request, stream] : inbox_) stats_.tokens_to_generate += request.sampling.max_new_tokens;
 }
 

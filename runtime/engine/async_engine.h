@@ -107,6 +107,7 @@ struct AsyncEngineStats {
   int64_t prompt_tokens = 0;     ///< EngineStats::prompt_tokens: prompt tokens admitted
   int64_t generated_tokens = 0;  ///< EngineStats::generated_tokens: tokens sampled
   int64_t tokens_to_generate = 0;  ///< Engine::tokens_to_generate(), the inbox's included: the queued work
+  int64_t fewest_tokens_to_generate = 0;  ///< Engine::fewest_tokens_to_generate(): steps before a place frees, at most
   double busy_seconds = 0.0;       ///< EngineStats::busy_seconds: time spent in steps
 };
 

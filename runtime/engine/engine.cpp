@@ -100,6 +100,16 @@ int64_t Engine::tokens_to_generate() const {
   return tokens;
 }
 
+int64_t Engine::fewest_tokens_to_generate() const {
+  int64_t fewest = 0;
+  for (const auto& [id, s] : sequences_) {
+    if (s.status != SequenceStatus::running) continue;
+    const int64_t left = s.sampling.max_new_tokens - int64_t(s.generated().size());
+    if (fewest == 0 || left < fewest) fewest = left;
+  }
+  return fewest;
+}
+
 int64_t Engine::add_request(Request request) {
   const int64_t id = next_id_;
   const std::string name = "request " + std::to_string(id);

@@ -187,6 +187,9 @@ class Engine {
   /// the pending, waiting and running ones — the queued work, an upper bound (a stop id ends one
   /// early).
   int64_t tokens_to_generate() const;
+  /// The fewest tokens any running request may still generate (max_new_tokens − generated): the
+  /// steps, at most, before a running request leaves and frees its place. 0 when none runs.
+  int64_t fewest_tokens_to_generate() const;
   /// The clock, in seconds since the engine started.
   double now() const { return now_; }
   /// Counters.

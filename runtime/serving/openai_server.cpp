@@ -1,6 +1,7 @@
 #include "runtime/serving/openai_server.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -216,11 +217,14 @@ int64_t OpenAiServer::retry_after_seconds() const {
   const engine::AsyncEngineStats s = engine_.stats();
   const int64_t held = s.running + s.waiting;
   double service = metrics_.mean_service_seconds();
+  double first_leaves = 0.0;
   if (held > 0 && s.steps > 0) {  // the queued work: each step advances every running request by a token
-    const double per_request = double(s.tokens_to_generate) / double(held) * (s.busy_seconds / double(s.steps));
-    service = std::max(service, per_request);
+    const double step = s.busy_seconds / double(s.steps);
+    service = std::max(service, double(s.tokens_to_generate) / double(held) * step);
+    first_leaves = double(s.fewest_tokens_to_generate) * step;  // the soonest a running request must leave
   }
-  return admission_.retry_after_seconds(service);
+  const auto queued = int64_t(std::ceil(std::min(first_leaves, 3600.0)));
+  return std::max(admission_.retry_after_seconds(service), queued);
 }
 
 engine::Request OpenAiServer::engine_request(const GenerationRequest& g, Endpoint endpoint) const {

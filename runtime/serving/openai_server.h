@@ -67,7 +67,9 @@ class OpenAiServer {
   /// Seconds a client refused now should wait (the Retry-After of a 429): Little's law
   /// (admission.h) with the mean service time measured, or — when larger, or before any request
   /// has finished — estimated from the queued work: the held requests' tokens still to generate,
-  /// per request, times the engine's mean step time.
+  /// per request, times the engine's mean step time; and at least the time the running request
+  /// nearest its max_tokens needs to leave (its tokens left × the mean step time: an upper bound,
+  /// as an end-of-text token may end it sooner).
   int64_t retry_after_seconds() const;
 
  private:
