@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CHAPTERS = {"ch01": "chapters/01-naive-cpu-attention/README.md", "ch02": "chapters/02-gpu-prefill/README.md",
-            "ch04": "chapters/04-int8-kv-cache/README.md", "ch05": "chapters/05-fused-attention/README.md",
+            "ch03": "chapters/03-kv-cache-decode/README.md", "ch04": "chapters/04-int8-kv-cache/README.md", "ch05": "chapters/05-fused-attention/README.md",
             "ch06": "chapters/06-paged-attention/README.md", "ch07": "chapters/07-continuous-batching/README.md",
             "ch08": "chapters/08-real-model/README.md", "ch09": "chapters/09-serving/README.md",
             "ch10": "chapters/10-parallelism/README.md", "ch11": "chapters/11-compute-roof/README.md"}
