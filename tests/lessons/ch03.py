@@ -18,7 +18,9 @@ S_LAYERS, S_DIM, S_Q, S_KV, S_HD, S_MLP, S_VOCAB = 30, 576, 9, 3, 64, 1536, 4915
 LAUNCH_US = (3.3, 6.0)
 KERNELS_A_LAYER, KERNELS_AFTER = 12, 3
 # (the figure as the lesson prints it now, the wrong one it printed before): each must be caught.
-WRONG_BEFORE = [("is 4 GiB, 4.30 GB read for the same", "is 4 GiB, 4.29 GB read for the same")]
+WRONG_BEFORE = [("is 4 GiB, 4.30 GB read for the same", "is 4 GiB, 4.29 GB read for the same"),
+                ("| 15.2 (35.1) | 82.6 (6.4) |", "| 15.2 (35.1) | 82.7 (6.4) |"),
+                ("| 32 MiB | 2979 (11.3) |", "| 32 MiB | 2980 (11.3) |")]
 
 
 def claims(lab):
@@ -153,4 +155,17 @@ def claims(lab):
           Claim(r"layers, ≈ (\d+) launches cost ([\d.]+)–([\d.]+) ms while its (\d+) GB of weights take ([\d.]+) ms",
                 [l8, l8 * LAUNCH_US[0] / 1e3, l8 * LAUNCH_US[1] / 1e3, 16, 16e9 / H100_HBM * 1e3], "32 × 12 + 3 (\"≈\"); 16 GB / HBM",
                 rel=0.01)]
+    # The fixed cost of a call (ch03-overhead.json): the median call of each repetition, the median of those.
+    over = {b["run_name"].replace("/manual_time", ""): b for b in lab.json("ch03-overhead.json")["benchmarks"]
+            if b.get("aggregate_name") == "median"}
+    omp, sim = over["overhead/omp_region"], over["overhead/sim_launch"]
+    c += [Claim(r"2 threads \| 0 \| ([\d.]+) \(best ([\d.]+)\) \|", [omp["median_us"], omp["best_us"]], "median_us, best_us"),
+          Claim(r"on the SIMT emulator \| 0 \| ([\d.]+) \|", [sim["median_us"]], "median_us")]
+    for L, size in ((1, r"(\d+) KiB"), (4, r"(\d+) KiB"), (16, r"(\d+) KiB"), (64, r"(\d+) KiB"), (256, r"([\d.]+) MiB"),
+                    (1024, r"([\d.]+) MiB"), (4096, r"(\d+) MiB"), (16384, r"(\d+) MiB")):
+        simd, plain = over[f"overhead_decode_fp32/cpu/decode_simd/L:{L}"], over[f"overhead_decode_fp32/cpu/decode/L:{L}"]
+        unit = KIB if "KiB" in size else MIB
+        c.append(Claim(r"^\| decode, L = " + str(L) + r" \| " + size + r" \| ([\d.]+) \(([\d.]+)\) \| ([\d.]+) \(([\d.]+)\) \|",
+                       [simd["bytes"] / unit, simd["median_us"], simd["GB/s"], plain["median_us"], plain["GB/s"]],
+                       f"L = {L}: bytes, median_us and GB/s"))
     return c
