@@ -176,7 +176,7 @@ RequestDelta Engine::finish(int64_t id, FinishReason reason) {
   s.metrics.finish = now_;
   outputs_.push_back(s.output(reason));
   sequences_.erase(id);
-  return {id, {}, reason};
+  return {id, {}, {}, reason};
 }
 
 void Engine::preempt(int64_t id) {
@@ -372,7 +372,8 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
     s.metrics.token_times.push_back(now_);
     if (s.metrics.first_token < 0) s.metrics.first_token = now_;
     ++stats_.generated_tokens;
-    RequestDelta delta{s.id, {token}, finish_reason(s.sampling, s.generated())};
+    RequestDelta delta{s.id, {token}, {}, finish_reason(s.sampling, s.generated())};
+    if (s.sampling.logprobs >= 0) delta.logprobs.push_back(token_logprobs(row, token, s.sampling.logprobs));
     if (delta.finish) finished.push_back({s.id, *delta.finish});
     deltas.push_back(std::move(delta));
   }

@@ -11,6 +11,8 @@ void SamplingParams::validate() const {
   require(std::isfinite(temperature) && temperature >= 0.0f, "temperature", temperature,
           "must be finite and ≥ 0 (0 = greedy)");
   require(top_p > 0.0f && top_p <= 1.0f, "top_p", top_p, "must be in (0, 1]");
+  require(logprobs >= -1 && logprobs <= kMaxLogprobs, "logprobs", logprobs,
+          "must be −1 (none) or in [0, " + std::to_string(kMaxLogprobs) + "]");
 }
 
 std::string_view to_string(FinishReason reason) {

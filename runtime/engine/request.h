@@ -19,12 +19,30 @@ struct SamplingParams {
   float top_p = 1.0f;             ///< nucleus: sample among the most likely tokens whose probabilities sum to ≥ top_p
   uint64_t seed = 0;              ///< the request's own random stream (sampling only)
   std::vector<int32_t> stop_ids;  ///< generation stops after emitting one of these (it is kept in the output)
+  /// −1: none; k ≥ 0: each delta carries each new token's log-probability and the k most likely
+  /// tokens' (at most kMaxLogprobs), under the model's distribution (softmax of the raw logits,
+  /// before temperature and top-p — vLLM's default "raw" logprobs).
+  int32_t logprobs = -1;
 
   /// True for temperature 0.
   bool greedy() const { return temperature == 0.0f; }
   /// Throws std::invalid_argument naming a bad field (max_new_tokens < 1, temperature < 0 or
-  /// not finite, top_p outside (0, 1]).
+  /// not finite, top_p outside (0, 1], logprobs outside [−1, kMaxLogprobs]).
   void validate() const;
+  /// The most alternatives a token's logprobs may list (OpenAI's top_logprobs limit).
+  static constexpr int32_t kMaxLogprobs = 20;
+};
+
+/// A token and its log-probability.
+struct TokenLogprob {
+  int32_t id = 0;        ///< the token
+  float logprob = 0.0f;  ///< log p(token), natural log
+};
+
+/// One generated token's log-probability and the most likely tokens at its position.
+struct SampledLogprobs {
+  float logprob = 0.0f;           ///< log p of the token chosen
+  std::vector<TokenLogprob> top;  ///< the k most likely, by decreasing p (ties: smaller id first)
 };
 
 /// One request: a prompt and how to continue it.
@@ -76,6 +94,7 @@ struct RequestMetrics {
 struct RequestDelta {
   int64_t id = 0;                      ///< the request (Engine::add_request()'s id)
   std::vector<int32_t> new_tokens;     ///< tokens generated in this step (none when aborted)
+  std::vector<SampledLogprobs> logprobs;  ///< one per new token when SamplingParams::logprobs ≥ 0, else empty
   std::optional<FinishReason> finish;  ///< set once: the step in which it left
 };
 

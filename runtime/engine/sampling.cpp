@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/check.h"
@@ -53,6 +55,28 @@ double next_uniform(uint64_t& state) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
   return double(z >> 11) * 0x1.0p-53;
+}
+
+SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top) {
+  if (logits.empty()) throw std::invalid_argument("token_logprobs: empty logits");
+  if (token < 0 || size_t(token) >= logits.size())
+    throw std::invalid_argument("token_logprobs: token " + std::to_string(token) + " is outside the " +
+                                std::to_string(logits.size()) + " logits");
+  if (top < 0) throw std::invalid_argument("token_logprobs: top must be ≥ 0");
+  const double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (const float x : logits) sum += std::exp(double(x) - max);
+  const double log_z = max + std::log(sum);  // log Σ exp(logit)
+  SampledLogprobs out;
+  out.logprob = float(double(logits[size_t(token)]) - log_z);
+  const size_t k = std::min(size_t(top), logits.size());
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i) out.top.push_back({ids[i], float(double(logits[size_t(ids[i])]) - log_z)});
+  return out;
 }
 
 int32_t choose_token(std::span<const float> logits, const SamplingParams& params, uint64_t& state) {

@@ -23,6 +23,11 @@ int32_t greedy_token(std::span<const float> logits);
 /// (0, 1] or u outside [0, 1).
 int32_t sample_top_p(std::span<const float> logits, float temperature, float top_p, double u);
 
+/// log p(@p token) under softmax(@p logits) (computed in double, max subtracted) and the @p top
+/// most likely tokens' (by decreasing p, ties: smaller id first). Throws std::invalid_argument for
+/// empty logits, a token out of range or top < 0.
+SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top);
+
 /// A uniform double in [0, 1) from @p state (splitmix64: the same sequence on every platform),
 /// advancing it.
 double next_uniform(uint64_t& state);

@@ -137,7 +137,7 @@ GenerationRequest common_fields(const Json& body) {
   }
   // Fields the server does not implement are refused rather than silently ignored, unless they
   // ask for what the server does anyway (false, 0).
-  for (const char* name : {"echo", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty", "logit_bias",
+  for (const char* name : {"echo", "frequency_penalty", "presence_penalty", "logit_bias",
                            "best_of", "suffix", "tools", "response_format"}) {
     const Json* value = field(body, name);
     if (value == nullptr) continue;
@@ -154,11 +154,26 @@ GenerationRequest common_fields(const Json& body) {
   return r;
 }
 
+
+// An integer field in [0, engine::SamplingParams::kMaxLogprobs].
+std::optional<int32_t> logprobs_count(const Json& body, const std::string& name) {
+  const std::optional<int64_t> k = integer_field(body, name);
+  if (k && (*k < 0 || *k > engine::SamplingParams::kMaxLogprobs))
+    throw invalid_request("'" + name + "' must be in [0, " + std::to_string(engine::SamplingParams::kMaxLogprobs) + "]",
+                          name);
+  return k ? std::optional<int32_t>(int32_t(*k)) : std::nullopt;
+}
+
 }  // namespace
 
 GenerationRequest parse_chat_request(const std::string& text) {
   const Json body = parse_object(text);
   GenerationRequest r = common_fields(body);
+  // Chat: logprobs is a boolean, top_logprobs the alternatives (only with logprobs: true).
+  const bool logprobs = bool_field(body, "logprobs", "logprobs").value_or(false);
+  const std::optional<int32_t> top = logprobs_count(body, "top_logprobs");
+  if (top && !logprobs) throw invalid_request("'top_logprobs' is only allowed with logprobs: true", "top_logprobs");
+  if (logprobs) r.logprobs = top.value_or(0);
   const Json* messages = field(body, "messages");
   if (messages == nullptr) throw invalid_request("'messages' is required", "messages");
   if (!messages->is_array()) throw invalid_request("'messages' must be an array", "messages");
@@ -202,6 +217,10 @@ GenerationRequest parse_chat_request(const std::string& text) {
 GenerationRequest parse_completion_request(const std::string& text) {
   const Json body = parse_object(text);
   GenerationRequest r = common_fields(body);
+  // Completions: logprobs is the number of alternatives (0: the chosen token's only).
+  if (const std::optional<int32_t> k = logprobs_count(body, "logprobs")) r.logprobs = *k;
+  if (field(body, "top_logprobs") != nullptr)
+    throw invalid_request("'top_logprobs' is a chat field: completions take logprobs: N", "top_logprobs");
   const Json* prompt = field(body, "prompt");
   if (prompt == nullptr) throw invalid_request("'prompt' is required", "prompt");
   if (prompt->is_string()) {

@@ -15,8 +15,9 @@
 /// stream_options.include_usage (a boolean, only with stream); n (1 only); stop (a string or an
 /// array of up to 4, each non-empty: tokenizer::StopStringMatcher's rule); ignore_eos (a boolean,
 /// vLLM's extension: generate max_tokens tokens even past the end-of-text token — what a load
-/// generator needs for exact lengths). A null field is the same as an absent one. Fields the
-/// server does not implement (echo, logprobs, top_logprobs, the penalties, logit_bias, best_of,
+/// generator needs for exact lengths); logprobs — chat: a boolean, with top_logprobs an integer
+/// in [0, 20]; completions: an integer in [0, 20] (the alternatives listed; top_logprobs refused). A null field is the same as an absent one. Fields the
+/// server does not implement (echo, the penalties, logit_bias, best_of,
 /// suffix, tools, response_format) are refused with 400 unless neutral (false, 0, best_of 1).
 /// cache_salt (vLLM's extension: a non-empty string) keeps the request's prompt blocks apart from
 /// those of other salts in the prefix cache. A body nested deeper than kMaxJsonDepth is refused
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "runtime/engine/request.h"
 #include "runtime/tokenizer/chat_template.h"
 
 namespace inferlab::serving {
@@ -70,6 +72,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;      ///< stop strings (none: stop only at the end of text or max_tokens)
   bool ignore_eos = false;            ///< do not stop at the model's end-of-generation tokens
   std::string cache_salt;             ///< "" or vLLM's cache_salt: prefix-cache hits only among requests with the same salt
+  int32_t logprobs = -1;              ///< −1: none; k ≥ 0: each token's logprob and the k most likely
 };
 
 /// The deepest nesting of arrays and objects a body may have (OpenAI's deepest field, a chat

@@ -30,16 +30,46 @@ std::string finish_reason_name(engine::FinishReason reason) {
   return "abort";
 }
 
+Json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> tokens) {
+  const auto byte_values = [](const std::string& s) {
+    Json bytes = Json::array();
+    for (const char c : s) bytes.push_back(int(static_cast<unsigned char>(c)));
+    return bytes;
+  };
+  if (endpoint == Endpoint::chat) {
+    Json content = Json::array();
+    for (const TokenLogprobs& t : tokens) {
+      Json top = Json::array();
+      for (const auto& [token, logprob] : t.top)
+        top.push_back(Json{{"token", token}, {"logprob", logprob}, {"bytes", byte_values(token)}});
+      content.push_back(
+          Json{{"token", t.token}, {"logprob", t.logprob}, {"bytes", byte_values(t.token)}, {"top_logprobs", top}});
+    }
+    return Json{{"content", content}, {"refusal", nullptr}};
+  }
+  Json out{{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+           {"text_offset", Json::array()}};
+  for (const TokenLogprobs& t : tokens) {
+    out["tokens"].push_back(t.token);
+    out["token_logprobs"].push_back(t.logprob);
+    Json top = Json::object();
+    for (const auto& [token, logprob] : t.top) top[token] = logprob;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(t.text_offset);
+  }
+  return out;
+}
+
 Json completion_json(const ResponseHeader& header, const std::string& text, engine::FinishReason reason,
-                     const Usage& usage) {
+                     const Usage& usage, const std::optional<Json>& logprobs) {
   Json out = envelope(header, false);
   Json choice{{"index", 0}};
   if (header.endpoint == Endpoint::chat) {
     choice["message"] = Json{{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   }
+  choice["logprobs"] = logprobs ? *logprobs : Json(nullptr);
   choice["finish_reason"] = finish_reason_name(reason);
   out["choices"] = Json::array({choice});
   out["usage"] = usage_json(usage);
@@ -47,7 +77,8 @@ Json completion_json(const ResponseHeader& header, const std::string& text, engi
 }
 
 Json chunk_json(const ResponseHeader& header, const std::optional<std::string>& role,
-                const std::optional<std::string>& text, std::optional<engine::FinishReason> finish) {
+                const std::optional<std::string>& text, std::optional<engine::FinishReason> finish,
+                const std::optional<Json>& logprobs) {
   Json out = envelope(header, true);
   Json choice{{"index", 0}};
   if (header.endpoint == Endpoint::chat) {
@@ -55,9 +86,10 @@ Json chunk_json(const ResponseHeader& header, const std::optional<std::string>& 
     if (role) delta["role"] = *role;
     if (text) delta["content"] = *text;
     choice["delta"] = delta;
+    if (logprobs) choice["logprobs"] = *logprobs;
   } else {
     choice["text"] = text.value_or("");
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs ? *logprobs : Json(nullptr);
   }
   choice["finish_reason"] = finish ? Json(finish_reason_name(*finish)) : Json(nullptr);
   out["choices"] = Json::array({choice});

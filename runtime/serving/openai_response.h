@@ -7,7 +7,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/json.h"
 #include "runtime/engine/request.h"
@@ -36,6 +39,20 @@ struct Usage {
   int64_t completion_tokens = 0;  ///< tokens generated
 };
 
+/// One generated token's log-probabilities as the API shows them: the token's text (its bytes),
+/// its logprob, the most likely tokens at its position, and where its text starts in the answer.
+struct TokenLogprobs {
+  std::string token;                                   ///< the token's bytes
+  float logprob = 0.0f;                                ///< log p(token)
+  std::vector<std::pair<std::string, float>> top;      ///< the most likely tokens and their log p
+  int64_t text_offset = 0;                             ///< bytes of answer before this token (completions)
+};
+
+/// The `logprobs` of a choice: chat's `{"content": [{token, logprob, bytes, top_logprobs:
+/// [{token, logprob, bytes}]}], "refusal": null}`, or completions' `{"tokens", "token_logprobs",
+/// "top_logprobs": [{token: logprob}], "text_offset"}`.
+Json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> tokens);
+
 /// `{"prompt_tokens", "completion_tokens", "total_tokens"}`.
 Json usage_json(const Usage& usage);
 
@@ -45,15 +62,18 @@ std::string finish_reason_name(engine::FinishReason reason);
 
 /// The whole answer: chat `{id, object: "chat.completion", created, model, choices: [{index,
 /// message: {role: "assistant", content}, finish_reason}], usage}`, or completions' with
-/// `choices: [{index, text, logprobs: null, finish_reason}]`.
+/// `choices: [{index, text, logprobs, finish_reason}]`; chat's choice has `logprobs` too. Both
+/// are @p logprobs (logprobs_json()) or null.
 Json completion_json(const ResponseHeader& header, const std::string& text, engine::FinishReason reason,
-                     const Usage& usage);
+                     const Usage& usage, const std::optional<Json>& logprobs = std::nullopt);
 
 /// One streamed chunk with one choice: chat's `delta` holds @p role and @p text when given
 /// (the first chunk carries the role), completions' `text` is @p text (or ""); finish_reason is
-/// @p finish's name or null.
+/// @p finish's name or null; @p logprobs, when given, those of this chunk's tokens (completions'
+/// is null otherwise, chat's absent).
 Json chunk_json(const ResponseHeader& header, const std::optional<std::string>& role,
-                const std::optional<std::string>& text, std::optional<engine::FinishReason> finish);
+                const std::optional<std::string>& text, std::optional<engine::FinishReason> finish,
+                const std::optional<Json>& logprobs = std::nullopt);
 
 /// The usage chunk: `choices: []` and usage.
 Json usage_chunk_json(const ResponseHeader& header, const Usage& usage);

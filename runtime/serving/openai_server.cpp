@@ -50,6 +50,7 @@ struct Generation {
              std::vector<int32_t> hidden_ids, std::vector<std::string> stops, ResponseHeader h, int64_t prompt_tokens,
              Clock::time_point received_at, std::shared_ptr<AdmissionControl::Ticket> t)
       : stream(std::move(s)),
+        tokenizer(tokenizer),
         detokenizer(tokenizer),
         stop(std::move(stops)),
         hidden(std::move(hidden_ids)),
@@ -65,7 +66,8 @@ struct Generation {
   std::string text_of(const engine::RequestDelta& delta) {
     const Clock::time_point now = Clock::now();
     std::string text;
-    for (const int32_t id : delta.new_tokens) {
+    for (size_t j = 0; j < delta.new_tokens.size(); ++j) {
+      const int32_t id = delta.new_tokens[j];
       if (stopped) break;
       ++usage.completion_tokens;
       if (timings.ttft < 0) {
@@ -73,7 +75,10 @@ struct Generation {
       } else {  // the gap since the last delta, shared by this delta's tokens
         timings.itl.push_back(seconds_between(last_token, now) / double(delta.new_tokens.size()));
       }
-      if (std::find(hidden.begin(), hidden.end(), id) == hidden.end()) text += stop.push(detokenizer.push(id));
+      if (std::find(hidden.begin(), hidden.end(), id) == hidden.end()) {
+        text += stop.push(detokenizer.push(id));
+        if (j < delta.logprobs.size()) note_logprobs(id, delta.logprobs[j]);
+      }
       stopped = stop.stopped();
     }
     if (!delta.new_tokens.empty()) last_token = now;
@@ -83,6 +88,22 @@ struct Generation {
       if (!stopped) text += stop.flush();
     }
     return text;
+  }
+
+  // Keeps @p id's log-probabilities as the API shows them (the token's bytes as its text).
+  void note_logprobs(int32_t id, const engine::SampledLogprobs& lp) {
+    TokenLogprobs t{tokenizer.token_bytes(id), lp.logprob, {}, text_offset};
+    for (const engine::TokenLogprob& alt : lp.top) t.top.emplace_back(tokenizer.token_bytes(alt.id), alt.logprob);
+    text_offset += int64_t(t.token.size());
+    logprobs.push_back(std::move(t));
+  }
+
+  // The logprobs kept since the last call, as a choice's `logprobs`; nullopt when none were asked.
+  std::optional<Json> take_logprobs() {
+    if (!want_logprobs) return std::nullopt;
+    Json out = logprobs_json(header.endpoint, logprobs);
+    logprobs.clear();
+    return out;
   }
 
   // finish_reason: "stop" for a stop string, else the engine's.
@@ -132,6 +153,7 @@ struct Generation {
   }
 
   std::shared_ptr<engine::RequestStream> stream;
+  const tokenizer::BpeTokenizer& tokenizer;
   tokenizer::IncrementalDetokenizer detokenizer;
   tokenizer::StopStringMatcher stop;
   std::vector<int32_t> hidden;
@@ -146,6 +168,9 @@ struct Generation {
   bool stopped = false;    // a stop string matched
   bool abandoned = false;  // the client went away: the request was aborted
   bool concluded = false;  // counted in the metrics
+  bool want_logprobs = false;            // the request asked for logprobs
+  std::vector<TokenLogprobs> logprobs;   // of the tokens not yet sent
+  int64_t text_offset = 0;               // bytes of answer so far (the tokens' bytes)
 };
 
 FinishedReason finished_reason(engine::FinishReason r) {
@@ -177,11 +202,13 @@ void stream_events(Generation& g, engine::AsyncEngine& engine, ServingMetrics& m
     if (!delta || delta->finish == engine::FinishReason::aborted) break;  // a shutdown or a client gone: cut
     std::string out;
     if (const std::string text = g.text_of(*delta); !text.empty())
-      out += sse_event(chunk_json(g.header, std::nullopt, text, std::nullopt));
+      out += sse_event(chunk_json(g.header, std::nullopt, text, std::nullopt, g.take_logprobs()));
     if (delta->finish || g.stopped) {
       const engine::FinishReason reason = g.reason(delta->finish.value_or(engine::FinishReason::stop));
       g.conclude(engine, metrics, finished_reason(reason));
-      out += sse_event(chunk_json(g.header, std::nullopt, std::nullopt, reason));
+      // The last chunk carries the logprobs of tokens whose text was held back to the end.
+      std::optional<Json> rest = g.logprobs.empty() ? std::nullopt : g.take_logprobs();
+      out += sse_event(chunk_json(g.header, std::nullopt, std::nullopt, reason, rest));
       if (include_usage) out += sse_event(usage_chunk_json(g.header, g.usage));
       out += sse_done();
       if (writer.write_events(out)) writer.end_events();
@@ -260,6 +287,7 @@ engine::Request OpenAiServer::engine_request(const GenerationRequest& g, Endpoin
   r.sampling.seed = g.seed ? *g.seed : (uint64_t(std::random_device{}()) << 32 | std::random_device{}());
   if (!g.ignore_eos) r.sampling.stop_ids = tokenizer_.end_of_generation_ids();
   r.cache_salt = g.cache_salt;
+  r.sampling.logprobs = g.logprobs;
   return r;
 }
 
@@ -309,6 +337,7 @@ void OpenAiServer::answer(Endpoint endpoint, const GenerationRequest& request, C
     }
     g = std::make_unique<Generation>(handle, tokenizer_, tokenizer_.end_of_generation_ids(), request.stop,
                                      new_header(endpoint), prompt_tokens, received, std::move(ticket));
+    g->want_logprobs = request.logprobs >= 0;
     try {
       g->first = g->next(engine_, writer);  // the engine's verdict before the status is chosen
     } catch (const std::invalid_argument& refused) {
@@ -344,7 +373,7 @@ void OpenAiServer::answer(Endpoint endpoint, const GenerationRequest& request, C
     if (!g->abandoned) writer.send(error_response(shutting_down()));
     return;
   }
-  writer.send(json_response(200, completion_json(g->header, text, reason, g->usage)));
+  writer.send(json_response(200, completion_json(g->header, text, reason, g->usage, g->take_logprobs())));
 }
 
 HttpAnswer OpenAiServer::health() const {

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <set>
 
+#include "runtime/engine/sampling.h"
 #include "tests/07-continuous-batching/engine_fixture.h"
 #include "tests/support/seeded.h"
 
@@ -115,6 +116,83 @@ TEST(Ch07Engine, TinyPoolPreemptsAndStillMatches) {
   int64_t preempted = 0;
   for (const auto& [id, out] : served) preempted += out.metrics.preemptions;
   EXPECT_EQ(preempted, stats.preemptions);
+}
+
+// The logprobs the API reports: log softmax of the raw logits, against a long double oracle, on
+// odd sizes, large offsets (a naive exp overflows) and ties (the smaller id first).
+TEST(Ch07Logprobs, TokenLogprobsAreTheLogSoftmax) {
+  SeededRng rng;
+  for (const int64_t n : {1, 7, 1000}) {
+    std::vector<float> logits(static_cast<size_t>(n), 0.0f);
+    for (float& x : logits) x = 90.0f + rng.normal(0.0f, 4.0f);
+    if (n > 3) logits[2] = logits[1];  // a tie
+    long double z = 0;
+    const float max = *std::max_element(logits.begin(), logits.end());
+    for (const float x : logits) z += std::exp((long double)(x - max));
+    const int32_t token = int32_t(rng.integer(0, n - 1));
+    const engine::SampledLogprobs lp = engine::token_logprobs(logits, token, 5);
+    const auto oracle = [&](int32_t id) { return double((long double)(logits[size_t(id)] - max) - std::log(z)); };
+    EXPECT_NEAR(lp.logprob, oracle(token), 1e-5) << "n " << n;
+    ASSERT_EQ(lp.top.size(), size_t(std::min<int64_t>(5, n)));
+    for (size_t i = 0; i < lp.top.size(); ++i) {
+      EXPECT_NEAR(lp.top[i].logprob, oracle(lp.top[i].id), 1e-5);
+      if (i > 0) {
+        EXPECT_GE(lp.top[i - 1].logprob, lp.top[i].logprob);
+        if (lp.top[i - 1].logprob == lp.top[i].logprob) {
+          EXPECT_LT(lp.top[i - 1].id, lp.top[i].id);
+        }
+      }
+    }
+    EXPECT_EQ(lp.top[0].id, engine::greedy_token(logits)) << "the most likely first";
+  }
+  const std::vector<float> row = {0.0f, 1.0f};
+  expect_invalid([&] { engine::token_logprobs(row, 2, 1); }, {"token 2"});
+  expect_invalid([&] { engine::token_logprobs(row, 0, -1); }, {"top"});
+  EXPECT_TRUE(engine::token_logprobs(row, 0, 0).top.empty());
+}
+
+// A request that asks for logprobs gets one entry per generated token in its deltas — greedy, so
+// the token is the most likely — equal to the log softmax of the model's logits run alone; one
+// that does not ask gets none.
+TEST(Ch07Logprobs, DeltasCarryEachTokensLogprobs) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  Request with = random_request(rng, 1, model.config().vocab_size, 9, 9, 6);
+  with.sampling.logprobs = 3;
+  with.sampling.max_new_tokens = 6;
+  with.sampling.temperature = 0.0f;
+  with.sampling.stop_ids.clear();
+  Request without = random_request(rng, 2, model.config().vocab_size, 5, 5, 6);
+  engine::Engine e(model, config_with(4, 32, 64, 64, 4));
+  const int64_t id_with = e.add_request(with), id_without = e.add_request(without);
+  std::vector<int32_t> tokens = with.prompt;
+  int64_t checked = 0;
+  while (const engine::StepOutput out = e.step()) {
+    for (const engine::RequestDelta& d : out.deltas) {
+      if (d.id == id_without) {
+        EXPECT_TRUE(d.logprobs.empty());
+      }
+      if (d.id != id_with) continue;
+      ASSERT_EQ(d.logprobs.size(), d.new_tokens.size());
+      for (size_t j = 0; j < d.new_tokens.size(); ++j) {
+        const Tensor<float> logits = logits_alone(model, tokens);
+        const int64_t V = logits.dim(1);
+        const std::span<const float> last(logits.data() + (logits.dim(0) - 1) * V, size_t(V));
+        const engine::SampledLogprobs want = engine::token_logprobs(last, d.new_tokens[j], 3);
+        EXPECT_NEAR(d.logprobs[j].logprob, want.logprob, 1e-5);
+        ASSERT_EQ(d.logprobs[j].top.size(), 3u);
+        EXPECT_EQ(d.logprobs[j].top[0].id, d.new_tokens[j]) << "greedy: the token is the most likely";
+        EXPECT_FLOAT_EQ(d.logprobs[j].top[0].logprob, d.logprobs[j].logprob);
+        EXPECT_LE(d.logprobs[j].logprob, 0.0f);
+        tokens.push_back(d.new_tokens[j]);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 6);
+  Request bad = with;
+  bad.sampling.logprobs = engine::SamplingParams::kMaxLogprobs + 1;
+  expect_invalid([&] { e.add_request(bad); }, {"logprobs"});
 }
 
 // vLLM's cache_salt: a request shares prefix blocks only with requests of the same salt, so one

@@ -17,6 +17,7 @@ loopback port and stopped with SIGTERM (exit status 0). The client never retries
 Run: build/venv/bin/python tests/09-serving/test_openai_client.py   (ctest: ServePython.OpenAiClient, label ch09)
 """
 
+import math
 import subprocess
 import sys
 import unittest
@@ -125,6 +126,48 @@ class OpenAiClient(unittest.TestCase):
         self.assertEqual(usage.completion_tokens, 20)
         self.assertEqual(usage.total_tokens, usage.prompt_tokens + 20)
         self.assertGreater(len(chunks), 1, "the answer came in one chunk: not streamed")
+
+    def test_completion_logprobs(self):
+        # Greedy, so each token is the most likely at its position: its logprob is the largest of its
+        # alternatives; the tokens spell the text; the offsets are where each token's text starts.
+        r = CLIENT.completions.create(model=MODEL, prompt=STORY, max_tokens=12, temperature=0, logprobs=3)
+        lp = r.choices[0].logprobs
+        self.assertEqual("".join(lp.tokens), r.choices[0].text)
+        self.assertEqual(len(lp.tokens), 12)
+        offset = 0
+        for token, logprob, top, at in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs, lp.text_offset):
+            self.assertLessEqual(logprob, 0.0)
+            self.assertEqual(len(top), 3)
+            self.assertEqual(max(top, key=top.get), token)
+            self.assertAlmostEqual(top[token], logprob, places=5)
+            self.assertLessEqual(sum(math.exp(v) for v in top.values()), 1.0 + 1e-5)
+            self.assertEqual(at, offset)
+            offset += len(token.encode())
+        plain = CLIENT.completions.create(model=MODEL, prompt=STORY, max_tokens=12, temperature=0)
+        self.assertIsNone(plain.choices[0].logprobs)
+        self.assertEqual(plain.choices[0].text, r.choices[0].text, "asking for logprobs changed the tokens")
+
+    def test_chat_logprobs_streamed_equal_non_streamed(self):
+        r = CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, temperature=0,
+                                           logprobs=True, top_logprobs=2)
+        content = r.choices[0].logprobs.content
+        self.assertEqual("".join(t.token for t in content), r.choices[0].message.content)
+        for t in content:
+            self.assertEqual(bytes(t.bytes).decode(errors="replace"), t.token)
+            self.assertEqual(len(t.top_logprobs), 2)
+            self.assertEqual(t.top_logprobs[0].token, t.token, "greedy: the token is the most likely")
+            self.assertGreaterEqual(t.top_logprobs[0].logprob, t.top_logprobs[1].logprob)
+        streamed = []
+        for chunk in CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, temperature=0,
+                                                    logprobs=True, top_logprobs=2, stream=True):
+            for choice in chunk.choices:
+                if choice.logprobs is not None and choice.logprobs.content:
+                    streamed += [(t.token, round(t.logprob, 5)) for t in choice.logprobs.content]
+        self.assertEqual(streamed, [(t.token, round(t.logprob, 5)) for t in content])
+        import openai
+        with self.assertRaises(openai.BadRequestError) as refused:
+            CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2, top_logprobs=2)
+        self.assertIn("top_logprobs", str(refused.exception))
 
     def test_a_seed_makes_sampling_reproducible(self):
         # A sampled request with a seed draws from its own random stream (the engine's per-request

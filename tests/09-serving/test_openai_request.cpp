@@ -93,7 +93,7 @@ TEST(OpenAiRequest, CommonClientShapesAreRead) {
 }
 
 TEST(OpenAiRequest, UnimplementedFieldsAreRefusedUnlessNeutral) {
-  for (const char* field : {R"("echo": true)", R"("logprobs": 2)", R"("frequency_penalty": 0.5)",
+  for (const char* field : {R"("echo": true)", R"("frequency_penalty": 0.5)",
                             R"("presence_penalty": -1)", R"("best_of": 3)", R"("tools": [])"}) {
     const std::string body = std::string(R"({"model": "m", "prompt": "a", )") + field + "}";
     const std::string name = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
@@ -101,6 +101,26 @@ TEST(OpenAiRequest, UnimplementedFieldsAreRefusedUnlessNeutral) {
   }
   EXPECT_NO_THROW(parse_completion_request(R"({"model": "m", "prompt": "a", "echo": false, "logprobs": null,
                                                "frequency_penalty": 0, "best_of": 1})"));
+}
+
+// logprobs: chat's boolean with top_logprobs, completions' count; each out of range or out of
+// place refused naming itself.
+TEST(OpenAiRequest, LogprobsAreReadPerEndpoint) {
+  EXPECT_EQ(parse_chat_request(chat_with("")).logprobs, -1);
+  EXPECT_EQ(parse_chat_request(chat_with(R"("logprobs": true)")).logprobs, 0);
+  EXPECT_EQ(parse_chat_request(chat_with(R"("logprobs": true, "top_logprobs": 5)")).logprobs, 5);
+  EXPECT_EQ(parse_chat_request(chat_with(R"("logprobs": false)")).logprobs, -1);
+  expect_invalid(chat_with(R"("top_logprobs": 2)"), "top_logprobs");
+  expect_invalid(chat_with(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs");
+  expect_invalid(chat_with(R"("logprobs": true, "top_logprobs": -1)"), "top_logprobs");
+  expect_invalid(chat_with(R"("logprobs": 2)"), "logprobs");
+  const std::string prompt = R"({"model": "m", "prompt": "a", )";
+  EXPECT_EQ(parse_completion_request(prompt + R"("logprobs": 0})").logprobs, 0);
+  EXPECT_EQ(parse_completion_request(prompt + R"("logprobs": 20})").logprobs, 20);
+  EXPECT_EQ(parse_completion_request(prompt + R"("logprobs": null})").logprobs, -1);
+  expect_invalid(prompt + R"("logprobs": 21})", "logprobs", false);
+  expect_invalid(prompt + R"("logprobs": true})", "logprobs", false);
+  expect_invalid(prompt + R"("top_logprobs": 2})", "top_logprobs", false);
 }
 
 TEST(OpenAiRequest, DefaultsAndNullsAreTheApis) {

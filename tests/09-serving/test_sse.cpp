@@ -72,6 +72,27 @@ TEST(OpenAiResponse, TextCompletionHasTheApisFields) {
   EXPECT_EQ(j["usage"]["total_tokens"], 6);
 }
 
+// The two shapes of a choice's logprobs: chat's content list (bytes as integers), completions'
+// parallel lists with each position's alternatives as an object and the text offsets.
+TEST(OpenAiResponse, LogprobsHaveEachEndpointsShape) {
+  const std::vector<TokenLogprobs> tokens = {{" Par", -0.25f, {{" Par", -0.25f}, {" the", -2.5f}}, 0},
+                                             {"is", -0.5f, {{"is", -0.5f}, {"é", -1.0f}}, 4}};
+  const Json chat = logprobs_json(Endpoint::chat, tokens);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], " Par");
+  EXPECT_FLOAT_EQ(chat["content"][0]["logprob"].get<float>(), -0.25f);
+  EXPECT_EQ(chat["content"][0]["bytes"], (Json{32, 80, 97, 114}));
+  EXPECT_EQ(chat["content"][1]["top_logprobs"][1]["bytes"], (Json{195, 169}));
+  EXPECT_TRUE(chat["refusal"].is_null());
+  const Json text = logprobs_json(Endpoint::completions, tokens);
+  EXPECT_EQ(text["tokens"], (Json{" Par", "is"}));
+  EXPECT_EQ(text["text_offset"], (Json{0, 4}));
+  EXPECT_FLOAT_EQ(text["top_logprobs"][0][" the"].get<float>(), -2.5f);
+  EXPECT_FLOAT_EQ(text["token_logprobs"][1].get<float>(), -0.5f);
+  const Json with = completion_json(kText, " Paris", engine::FinishReason::length, {}, text);
+  EXPECT_EQ(with["choices"][0]["logprobs"], text);
+}
+
 TEST(OpenAiResponse, ChunksCarryDeltasAndTheLastOneTheFinish) {
   const Json first = chunk_json(kChat, "assistant", "", std::nullopt);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
