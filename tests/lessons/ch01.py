@@ -10,6 +10,7 @@ from check_lessons import Claim, row  # noqa: E402
 H100_FP16_DENSE, H100_HBM = 989.4e12, 3.35e12  # NVIDIA's H100 SXM data sheet (dense fp16/bf16 tensor, HBM3)
 FMA_LATENCY_CYCLES, FLOPS_PER_FMA = 4, 2
 PEAK_LANES = 2 * 2 * 16 * 2  # 2 cores × 2 FMA units × 16 fp32 lanes × 2 FLOPs
+L7_LAYERS, L7_DIM, L7_HIDDEN, L7_VOCAB = 32, 4096, 11008, 32000  # LLaMA-7B, for the intro's analyze figure
 # Figures the lesson once printed wrong, put back by the self-test: none yet (the §4 range once said "the
 # table's" 9.6–10 GFLOP/s, which only the d = 64 rows span; the d = 128 rows go down to 9.2).
 WRONG_BEFORE = []
@@ -35,8 +36,16 @@ def claims(lab):
     med = {b["name"].split("/manual_time")[0].replace("prefill/cpu/naive/", ""): b
            for b in bench["benchmarks"] if b.get("aggregate_name") == "median"}
 
+    # The intro: LLaMA-7B's decode step at batch 16, 4096 tokens, fp16 (what `inferlab analyze` computes).
+    linear = L7_LAYERS * (4 * L7_DIM ** 2 + 3 * L7_DIM * L7_HIDDEN) + L7_VOCAB * L7_DIM
+    weights_read = 2 * (linear + (2 * L7_LAYERS + 1) * L7_DIM)
+    step_flops = 16 * (2 * linear + 4 * 4096 * L7_DIM * L7_LAYERS)
+    step_bytes = weights_read + 16 * 4096 * L7_LAYERS * 2 * L7_DIM * 2
+    c0 = [Claim(r"--model llama-7b --batch 16 --context 4096` gives ([\d.]+) FLOP/byte", [step_flops / step_bytes],
+                "batch 16 × (2 · linear weights + 4 · L · H · N) / (weights + KV)")]
+
     # §3: the three roofline runs (the lesson's table is their input) and the saved roofline.
-    c = [row("| fp32 peak, AVX-512", [str(run)], [None, None, None, p / t], f"run {run}: ridge = peak / triad")
+    c = c0 + [row("| fp32 peak, AVX-512", [str(run)], [None, None, None, p / t], f"run {run}: ridge = peak / triad")
          for run, p, t in [(1, 496.5, 30.0), (2, 483.8, 29.8), (3, 495.4, 29.8)]]
     c += [Claim(r"roofline the benchmark ran against: P = (\d+) GFLOP/s \(AVX-512\), AVX2 (\d+), B = ([\d.]+) GB/s",
                 [peak, avx2, triad], "ch01-bench.json's context (the saved roofline)"),
