@@ -168,4 +168,19 @@ def claims(lab):
         c.append(Claim(r"^\| decode, L = " + str(L) + r" \| " + size + r" \| ([\d.]+) \(([\d.]+)\) \| ([\d.]+) \(([\d.]+)\) \|",
                        [simd["bytes"] / unit, simd["median_us"], simd["GB/s"], plain["median_us"], plain["GB/s"]],
                        f"L = {L}: bytes, median_us and GB/s"))
+    # §8, the plot: prefill's intensities and reach from ch02-bench.json, decode's from the sweep above.
+    ch02 = {b["name"].replace("/manual_time", ""): b for b in lab.json("ch02-bench.json")["benchmarks"]}
+    blocked = [b["peak_pct"] for n, b in ch02.items() if n.startswith("prefill/cpu/blocked/") and n.endswith("/d:128")
+               and int(n.split("L:")[1].split("/")[0]) >= 512]
+    dram32 = [100 * runs[n]["GB/s"] / read_saved for n in runs if n.startswith("decode_fp32/cpu/decode_simd/")
+              and runs[n]["cache_MiB"] >= 256]
+    c += [Claim(r"It moves right as L grows — from ([\d.]+) FLOP/byte$", [ch02["prefill/cpu/naive/L:64/d:128"]["AI_unfused"]],
+                "ch02-bench.json AI_unfused"),
+          Claim(r"^at L = 64 to ([\d.]+) at L = 8192 in fp32 with d = 128, towards its limit d/4 = (\d+)",
+                [ch02["prefill/cpu/blocked/L:8192/d:128"]["AI_unfused"], BENCH_D / 4], "AI_unfused; d/4"),
+          Claim(r"it would climb from (\d+) to (\d+)\)", [ch02["prefill/cpu/naive/L:64/d:128"]["AI"],
+                                                        ch02["prefill/cpu/blocked/L:8192/d:128"]["AI"]], "the article model's AI"),
+          Claim(r"^reaches (\d+)–(\d+) % of the compute roof;", [min(blocked), max(blocked)], "cpu/blocked from L = 512"),
+          Claim(r"gets to (\d+)–(\d+)% of the read roof with an fp32 cache", [min(dram32), max(dram32)],
+                "the fp32 points from 256 MiB (DRAM)")]
     return c
