@@ -20,7 +20,8 @@ KERNELS_A_LAYER, KERNELS_AFTER = 12, 3
 # (the figure as the lesson prints it now, the wrong one it printed before): each must be caught.
 WRONG_BEFORE = [("is 4 GiB, 4.30 GB read for the same", "is 4 GiB, 4.29 GB read for the same"),
                 ("| 15.2 (35.1) | 82.6 (6.4) |", "| 15.2 (35.1) | 82.7 (6.4) |"),
-                ("| 32 MiB | 2979 (11.3) |", "| 32 MiB | 2980 (11.3) |")]
+                ("| 32 MiB | 2979 (11.3) |", "| 32 MiB | 2980 (11.3) |"),
+                ("and 21–22 GB/s with an", "and 21–23 GB/s with an")]
 
 
 def claims(lab):
@@ -183,4 +184,42 @@ def claims(lab):
           Claim(r"^reaches (\d+)–(\d+) % of the compute roof;", [min(blocked), max(blocked)], "cpu/blocked from L = 512"),
           Claim(r"gets to (\d+)–(\d+)% of the read roof with an fp32 cache", [min(dram32), max(dram32)],
                 "the fp32 points from 256 MiB (DRAM)")]
+    # §5's prose: the DRAM points (cache ≥ 256 MiB) of the sweep, and fp16's time against fp32's at the same shape.
+    dram_pts = {dt: {n.split("decode_simd/")[1]: runs[n] for n in runs if n.startswith(f"decode_{dt}/cpu/decode_simd/")
+                     and runs[n]["cache_MiB"] >= 256} for dt in ("fp32", "fp16")}
+    g32, g16 = [r["GB/s"] for r in dram_pts["fp32"].values()], [r["GB/s"] for r in dram_pts["fp16"].values()]
+    assert len(g16) == 3, "the lesson says three fp16 points"
+    t_ratio = [dram_pts["fp16"][k]["real_time"] / dram_pts["fp32"][k]["real_time"] for k in dram_pts["fp16"]]
+    c += [Claim(r"reads (\d+)–(\d+) GB/s with an fp32 cache and (\d+)–(\d+) GB/s with an$",
+                [min(g32), max(g32), min(g16), max(g16)], "the sweep's GB/s from 256 MiB"),
+          Claim(r"fp16 one\*\* \(([\d.]+)–([\d.]+) at the three fp16 points from 256 MiB", [min(g16), max(g16)],
+                "the sweep's fp16 GB/s from 256 MiB"),
+          Claim(r"so a step takes ([\d.]+)–([\d.]+)× the fp32 time instead of 0\.5×", [min(t_ratio), max(t_ratio)],
+                "fp16 ms / fp32 ms at the same shape, both from DRAM")]
+    # The development runs and the run "since chapter 04" (not committed): their GB/s are the committed bytes over
+    # the ms they state (±0.5 ms, and the GB/s's own rounding), their % those GB/s over the bandwidth stated beside.
+    b8 = sweep8["fp16"]["bytes"]  # = the fp32 batch-15 bytes
+    b16 = runs["decode_fp16/cpu/decode_simd/L:32768/batch:16"]["bytes"]
+
+    def over_ms(nbytes, ms):
+        return nbytes / (ms * 1e6)
+
+    def ms_rel(nbytes, ms):
+        return 0.5 / ms + 0.05 / over_ms(nbytes, ms)
+    run1, run2 = (27.0 + 27.5) / 2, (27.0 + 25.9) / 2
+    c += [Claim(r"^bandwidth\. Batch 30: fp16 ([\d.]+) → ([\d.]+) GB/s \(238 → 167 ms, ", [over_ms(b8, 238), over_ms(b8, 167)],
+                "the 8× LLC bytes / 238 and 167 ms", rel=max(ms_rel(b8, 238), ms_rel(b8, 167))),
+          Claim(r"^bandwidth\. Batch 30: .* ms, (\d+)% → (\d+)% of the read bandwidth$", [100 * 16.9 / run1, 100 * 24.1 / run1],
+                "16.9 and 24.1 GB/s / the mean of 27.0 and 27.5", rel=0.05 / 16.9),
+          Claim(r"^alongside\), fp32 ([\d.]+) → ([\d.]+) GB/s \(177 → 147 ms\)", [over_ms(b8, 177), over_ms(b8, 147)],
+                "the 8× LLC bytes / 177 and 147 ms", rel=max(ms_rel(b8, 177), ms_rel(b8, 147))),
+          Claim(r"^fp16 16\.3 → 23\.6 GB/s \((\d+)%\)", [100 * 23.6 / run2], "23.6 / the mean of 27.0 and 25.9", rel=0.05 / 23.6),
+          Claim(r"\): 132 → 98 ms, ([\d.]+) → ([\d.]+) GB/s, with 28\.6", [over_ms(b16, 132), over_ms(b16, 98)],
+                "the batch-16 bytes / 132 and 98 ms", rel=max(ms_rel(b16, 132), ms_rel(b16, 98))),
+          Claim(r"measures its read roof on the same storage: ([\d.]+) GB/s \(the",
+                [float(lab.json("ch04-bench.json")["context"]["roofline_read_gbs"])], "ch04-bench.json's roofline_read_gbs"),
+          Claim(r"fp32 batch 15 \*\*135 ms, ([\d.]+) GB/s \((\d+)% of the read roof\)\*\*, fp16 batch 30 \*\*158 ms,$",
+                [over_ms(b8, 135), 100 * 29.8 / 31.1], "bytes / 135 ms; 29.8 / 31.1", rel=ms_rel(b8, 135)),
+          Claim(r"^([\d.]+) GB/s \((\d+)%\)\*\* — 144 → 135 ms", [over_ms(b8, 158), 100 * 25.4 / 31.1],
+                "bytes / 158 ms; 25.4 / 31.1", rel=ms_rel(b8, 158))]
     return c
