@@ -12,7 +12,7 @@ std::optional<RequestDelta> RequestStream::next() {
   if (!deltas_.empty()) {
     RequestDelta delta = std::move(deltas_.front());
     deltas_.pop_front();
-    if (delta.finish) read_all_ = true;
+    if (delta.finish && ++finishes_read_ == choices_) read_all_ = true;
     return delta;
   }
   if (error_) std::rethrow_exception(error_);
@@ -37,7 +37,7 @@ std::optional<RequestMetrics> RequestStream::metrics() const {
 void RequestStream::push(RequestDelta delta, std::optional<RequestMetrics> metrics) {
   {
     const std::lock_guard lock(mutex_);
-    if (delta.finish) {
+    if (delta.finish && ++finishes_pushed_ == choices_) {
       finished_ = true;
       metrics_ = std::move(metrics);
     }
@@ -67,6 +67,7 @@ AsyncEngine::~AsyncEngine() {
 
 std::shared_ptr<RequestStream> AsyncEngine::submit(Request request) {
   auto stream = std::make_shared<RequestStream>();
+  stream->choices_ = std::max<int32_t>(1, request.sampling.n);
   {
     const std::lock_guard lock(mutex_);
     if (stopping_ || failed_) throw EngineStopped("the engine is shutting down: no new requests");
@@ -79,11 +80,11 @@ std::shared_ptr<RequestStream> AsyncEngine::submit(Request request) {
   return stream;
 }
 
-bool AsyncEngine::abort(const std::shared_ptr<RequestStream>& stream) {
+bool AsyncEngine::abort(const std::shared_ptr<RequestStream>& stream, std::optional<int32_t> choice) {
   if (stream == nullptr || stream->finished()) return false;
   {
     const std::lock_guard lock(mutex_);
-    aborts_.push_back(stream);
+    aborts_.emplace_back(stream, choice);
   }
   work_.notify_one();
   return true;
@@ -130,7 +131,7 @@ void AsyncEngine::loop() {
   try {
     while (true) {
       std::vector<std::pair<Request, std::shared_ptr<RequestStream>>> submissions;
-      std::vector<std::shared_ptr<RequestStream>> aborts;
+      std::vector<std::pair<std::shared_ptr<RequestStream>, std::optional<int32_t>>> aborts;
       std::optional<ShutdownMode> stopping;
       {
         std::unique_lock lock(mutex_);
@@ -152,10 +153,11 @@ void AsyncEngine::loop() {
         }
       }
       if (stopping == ShutdownMode::abort)
-        for (const auto& [id, stream] : live) aborts.push_back(stream);
+        for (const auto& [id, stream] : live) aborts.emplace_back(stream, std::nullopt);
       bool aborted_any = false;  // its delta comes with the next step, even on an empty engine
-      for (const auto& stream : aborts)
-        if (stream->engine_id_ && live.contains(*stream->engine_id_)) aborted_any |= engine_.abort(*stream->engine_id_);
+      for (const auto& [stream, choice] : aborts)
+        if (stream->engine_id_ && live.contains(*stream->engine_id_))
+          aborted_any |= engine_.abort(*stream->engine_id_, choice);
 
       std::vector<RequestDelta> deltas;
       std::map<int64_t, RequestMetrics> metrics;  // of the requests that left in this step
@@ -175,11 +177,12 @@ void AsyncEngine::loop() {
       for (RequestDelta& delta : deltas) {
         const auto it = live.find(delta.id);
         std::optional<RequestMetrics> timings;
-        if (delta.finish) {
+        // A request leaves with its last choice's finish (one finish per choice).
+        const bool left = delta.finish && ++it->second->finishes_counted_ == it->second->choices_;
+        if (left) {
           ++(*delta.finish == FinishReason::aborted ? aborted : finished);
           if (const auto m = metrics.find(delta.id); m != metrics.end()) timings = std::move(m->second);
         }
-        const bool left = delta.finish.has_value();
         out.emplace_back(it->second, std::move(delta), std::move(timings));
         if (left) live.erase(it);
       }

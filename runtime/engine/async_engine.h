@@ -48,8 +48,9 @@ class EngineStopped : public std::runtime_error {
 /// thread (which pushes) and the caller (which reads, from one thread at a time).
 class RequestStream {
  public:
-  /// Blocks until the next delta and returns it; the one with a finish is the last, after which
-  /// next() returns nullopt. Rethrows the exception that refused the request
+  /// Blocks until the next delta and returns it; the last choice's finish is the last (a request
+  /// of n choices has n deltas with a finish, one per RequestDelta::index), after which next()
+  /// returns nullopt. Rethrows the exception that refused the request
   /// (std::invalid_argument from Engine::add_request(): an empty prompt, one too long, …) or that
   /// stopped the engine thread.
   std::optional<RequestDelta> next();
@@ -82,8 +83,12 @@ class RequestStream {
   bool finished_ = false;  // the finish delta (or the error) has been pushed
   bool read_all_ = false;  // next() has returned the finish delta
   std::optional<RequestMetrics> metrics_;  // set with the finish delta
-  // Engine thread only: the Engine's id once added.
+  int32_t choices_ = 1;          // SamplingParams::n: one finish each
+  int32_t finishes_pushed_ = 0;  // with mutex_
+  int32_t finishes_read_ = 0;    // with mutex_
+  // Engine thread only: the Engine's id once added, and the finishes it has handed out.
   std::optional<int64_t> engine_id_;
+  int32_t finishes_counted_ = 0;
 };
 
 /// How shutdown() treats the requests in flight.
@@ -129,8 +134,9 @@ class AsyncEngine {
 
   /// Asks the engine thread to abort @p stream's request (any thread may call it): its blocks
   /// are freed before the next step and its stream ends with FinishReason::aborted, unless it has
-  /// already finished. Returns false when the stream had already ended.
-  bool abort(const std::shared_ptr<RequestStream>& stream);
+  /// already finished; only choice @p choice when given (a choice a stop string has ended).
+  /// Returns false when the stream had already ended.
+  bool abort(const std::shared_ptr<RequestStream>& stream, std::optional<int32_t> choice = std::nullopt);
 
   /// Stops accepting requests, finishes or aborts (@p mode) the ones submitted, waits for their
   /// streams' last deltas to be pushed and joins the engine thread. Later calls do nothing.
@@ -154,7 +160,7 @@ class AsyncEngine {
   mutable std::mutex mutex_;
   std::condition_variable work_;  // the inbox has something, or shutdown began
   std::vector<std::pair<Request, std::shared_ptr<RequestStream>>> inbox_;
-  std::vector<std::shared_ptr<RequestStream>> aborts_;
+  std::vector<std::pair<std::shared_ptr<RequestStream>, std::optional<int32_t>>> aborts_;
   std::optional<ShutdownMode> stopping_;
   bool failed_ = false;  // the engine thread stopped on an exception
   std::once_flag joined_;

@@ -78,7 +78,8 @@ EngineConfig validated(EngineConfig config, const model::LlamaModel& model) {
 
 RequestOutput Sequence::output(FinishReason reason) const {
   RequestOutput out;
-  out.id = id;
+  out.id = request_id;
+  out.index = choice;
   out.prompt.assign(prompt().begin(), prompt().end());
   out.tokens.assign(generated().begin(), generated().end());
   out.reason = reason;
@@ -123,12 +124,20 @@ int64_t Engine::add_request(Request request) {
   const int64_t total = int64_t(request.prompt.size()) + request.sampling.max_new_tokens;
   require(total <= config_.max_seq_len, name + " prompt + max_new_tokens", total,
           "exceeds max_seq_len = " + std::to_string(config_.max_seq_len));
-  require(manager_.blocks_needed(total) <= config_.num_blocks, name + " blocks needed", manager_.blocks_needed(total),
-          "exceed the pool's " + std::to_string(config_.num_blocks) + " blocks");
+  const int64_t n = request.sampling.n;
+  require(n * manager_.blocks_needed(total) <= config_.num_blocks, name + " blocks needed",
+          n * manager_.blocks_needed(total), "exceed the pool's " + std::to_string(config_.num_blocks) + " blocks");
+  if (n > 1) {
+    require(n <= config_.max_num_seqs, name + " n", n,
+            "exceeds max_num_seqs = " + std::to_string(config_.max_num_seqs) + " (its choices run at once)");
+    require(config_.policy == BatchingPolicy::continuous, name + " n", n,
+            "needs continuous batching (a static batch does not grow when a request forks)");
+  }
   require(request.arrival >= 0.0, name + " arrival", request.arrival, "must be ≥ 0");
   ++next_id_;
   Sequence s;
   s.id = id;
+  s.request_id = id;
   s.prompt_len = int64_t(request.prompt.size());
   s.tokens = std::move(request.prompt);
   s.sampling = std::move(request.sampling);
@@ -148,17 +157,52 @@ void Engine::admit_arrivals() {
   }
 }
 
-bool Engine::abort(int64_t id) {
-  const auto it = sequences_.find(id);
-  if (it == sequences_.end()) return false;
-  for (auto p = pending_.begin(); p != pending_.end(); ++p)
-    if (p->second == id) {
-      pending_.erase(p);
-      break;
-    }
-  std::erase(waiting_, id);
-  aborted_.push_back(finish(id, FinishReason::aborted));
+bool Engine::abort(int64_t id, std::optional<int32_t> choice) {
+  std::vector<int64_t> members;  // the request's sequences (its choices), or the one asked for
+  for (const auto& [sid, s] : sequences_)
+    if (s.request_id == id && (!choice || s.choice == *choice)) members.push_back(sid);
+  if (members.empty()) return false;
+  for (const int64_t sid : members) {
+    for (auto p = pending_.begin(); p != pending_.end(); ++p)
+      if (p->second == sid) {
+        pending_.erase(p);
+        break;
+      }
+    std::erase(waiting_, sid);
+    aborted_.push_back(finish(sid, FinishReason::aborted));
+  }
   return true;
+}
+
+int64_t Engine::fork_choice(Sequence& parent, int32_t choice) {
+  Sequence c;
+  c.id = next_choice_id_++;
+  c.request_id = parent.request_id;
+  c.choice = choice;
+  c.tokens = parent.tokens;
+  c.prompt_len = parent.prompt_len;
+  c.num_computed = parent.num_computed;
+  c.block_table = manager_.fork(parent.block_table);  // shares every block; copy-on-write later
+  c.prefix_root = parent.prefix_root;
+  c.status = SequenceStatus::running;
+  c.sampling = parent.sampling;
+  c.rng_state = choice_seed(parent.sampling.seed, choice);
+  c.arrival = parent.arrival;
+  c.metrics.arrival = parent.metrics.arrival;
+  c.metrics.first_scheduled = parent.metrics.first_scheduled;
+  c.metrics.cached_prompt_tokens = parent.metrics.cached_prompt_tokens;
+  c.admitted_once = true;
+  c.high_water = parent.num_computed;
+  const int64_t id = c.id;
+  running_.push_back(id);
+  sequences_.emplace(id, std::move(c));
+  return id;
+}
+
+int64_t Engine::running_seats() const {
+  int64_t seats = 0;
+  for (const int64_t id : running_) seats += sequences_.at(id).seats();
+  return seats;
 }
 
 void Engine::release(Sequence& s) {
@@ -175,8 +219,9 @@ RequestDelta Engine::finish(int64_t id, FinishReason reason) {
   s.status = SequenceStatus::finished;
   s.metrics.finish = now_;
   outputs_.push_back(s.output(reason));
+  const RequestDelta delta{s.request_id, s.choice, {}, {}, reason};
   sequences_.erase(id);
-  return {id, {}, {}, reason};
+  return delta;
 }
 
 void Engine::preempt(int64_t id) {
@@ -213,9 +258,12 @@ std::vector<Engine::Scheduled> Engine::schedule(int64_t& preemptions) {
       const Sequence& s = sequence(id);
       running.push_back({id, int64_t(s.tokens.size()) - s.num_computed});
     }
-    // Admissions stop at max_num_seqs: the planner never looks further down the queue.
+    // Admissions stop at max_num_seqs places (a request of n choices takes n): the planner never
+    // looks further down the queue.
+    int64_t seats = running_seats();
     for (const int64_t id : waiting_) {
-      if (int64_t(running.size() + waiting.size()) >= config_.max_num_seqs) break;
+      if (seats + sequence(id).seats() > config_.max_num_seqs) break;
+      seats += sequence(id).seats();
       waiting.push_back({id, int64_t(sequence(id).tokens.size())});
     }
     const StepLimits limits{config_.max_num_batched_tokens, config_.max_num_seqs, config_.chunk_size,
@@ -252,13 +300,15 @@ std::vector<Engine::Scheduled> Engine::schedule(int64_t& preemptions) {
     } else if (s.status == SequenceStatus::running) {
       out.push_back({c.id, c.tokens, false, {}, {}});  // the next chunk of a prompt whose blocks are allocated
     } else if (admitting) {
-      if (int64_t(running_.size()) >= config_.max_num_seqs) {
+      const int64_t seats = running_seats();
+      if (seats + s.seats() > config_.max_num_seqs) {
         admitting = false;
         continue;
       }
-      // Headroom (continuous): after this prompt's blocks, one free block per running sequence.
-      const int64_t headroom = config_.policy == BatchingPolicy::continuous && !running_.empty()
-                                   ? config_.headroom_blocks_per_seq * (int64_t(running_.size()) + 1)
+      // Headroom (continuous): after this prompt's blocks, one free block per running sequence
+      // (a request of n choices counts n: each copies the shared last block at its first write).
+      const int64_t headroom = config_.policy == BatchingPolicy::continuous && (!running_.empty() || s.seats() > 1)
+                                   ? config_.headroom_blocks_per_seq * (seats + s.seats())
                                    : 0;
       if (manager_.num_free_blocks() - manager_.blocks_to_allocate(s.tokens, s.prefix_root) < headroom) {
         admitting = false;
@@ -367,15 +417,23 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
   for (size_t k = 0; k < sampled.size(); ++k) {
     Sequence& s = sequence(sampled[k]);
     const std::span<const float> row(logits.data() + int64_t(k) * logits.dim(1), size_t(logits.dim(1)));
-    const int32_t token = choose_token(row, s.sampling, s.rng_state);
-    s.tokens.push_back(token);
-    s.metrics.token_times.push_back(now_);
-    if (s.metrics.first_token < 0) s.metrics.first_token = now_;
-    ++stats_.generated_tokens;
-    RequestDelta delta{s.id, {token}, {}, finish_reason(s.sampling, s.generated())};
-    if (s.sampling.logprobs >= 0) delta.logprobs.push_back(token_logprobs(row, token, s.sampling.logprobs));
-    if (delta.finish) finished.push_back({s.id, *delta.finish});
-    deltas.push_back(std::move(delta));
+    // A request of n choices forks here, its prompt computed once: each choice samples its
+    // first token from these logits with its own stream.
+    std::vector<int64_t> members = {s.id};
+    if (s.choice == 0 && s.sampling.n > 1 && s.generated().empty())
+      for (int32_t i = 1; i < s.sampling.n; ++i) members.push_back(fork_choice(s, i));
+    for (const int64_t member : members) {
+      Sequence& m = sequence(member);
+      const int32_t token = choose_token(row, m.sampling, m.rng_state);
+      m.tokens.push_back(token);
+      m.metrics.token_times.push_back(now_);
+      if (m.metrics.first_token < 0) m.metrics.first_token = now_;
+      ++stats_.generated_tokens;
+      RequestDelta delta{m.request_id, m.choice, {token}, {}, finish_reason(m.sampling, m.generated())};
+      if (m.sampling.logprobs >= 0) delta.logprobs.push_back(token_logprobs(row, token, m.sampling.logprobs));
+      if (delta.finish) finished.push_back({m.id, *delta.finish});
+      deltas.push_back(std::move(delta));
+    }
   }
   for (const auto& [id, reason] : finished) finish(id, reason);
 

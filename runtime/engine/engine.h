@@ -152,8 +152,9 @@ class Engine {
   /// Aborts request @p id wherever it is (arrival pending, waiting, running): its blocks are
   /// freed now and it leaves with FinishReason::aborted: its output is in outputs() now, and the
   /// next step()'s deltas report the abort (once). Returns false when no such request is in the
-  /// engine (unknown, or already finished).
-  bool abort(int64_t id);
+  /// engine (unknown, or already finished). Every choice of the request leaves, or only
+  /// @p choice when given.
+  bool abort(int64_t id, std::optional<int32_t> choice = std::nullopt);
 
   /// Runs one step: admits arrivals, plans with memory (preempting when needed), runs the model
   /// on the plan and samples. When nothing can run before the next arrival, moves the clock
@@ -222,6 +223,8 @@ class Engine {
   void preempt(int64_t id);
   void release(Sequence& s);
   RequestDelta finish(int64_t id, FinishReason reason);
+  int64_t fork_choice(Sequence& parent, int32_t choice);
+  int64_t running_seats() const;
   void run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptions,
                 std::chrono::steady_clock::time_point started, std::vector<RequestDelta>& deltas);
   void check_state() const;
@@ -237,6 +240,7 @@ class Engine {
   std::deque<int64_t> waiting_;             // arrived, not running (preempted ones in front)
   std::vector<int64_t> running_;            // admission order
   int64_t next_id_ = 0;                     // the next add_request()'s id
+  int64_t next_choice_id_ = int64_t(1) << 48;  // the next forked choice's id (apart: add_request's stay 0, 1, 2, …)
   model::StepPlan plan_;                    // the last step's plan
   std::vector<RequestDelta> aborted_;       // aborts not yet reported by a step
   std::vector<RequestOutput> outputs_;

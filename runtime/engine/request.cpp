@@ -13,6 +13,15 @@ void SamplingParams::validate() const {
   require(top_p > 0.0f && top_p <= 1.0f, "top_p", top_p, "must be in (0, 1]");
   require(logprobs >= -1 && logprobs <= kMaxLogprobs, "logprobs", logprobs,
           "must be −1 (none) or in [0, " + std::to_string(kMaxLogprobs) + "]");
+  require(n >= 1, "n", n, "must be ≥ 1");
+}
+
+uint64_t choice_seed(uint64_t seed, int32_t choice) {
+  if (choice == 0) return seed;
+  uint64_t z = seed + uint64_t(choice) * 0x9E3779B97F4A7C15ULL;  // splitmix64's finalizer
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
 }
 
 std::string_view to_string(FinishReason reason) {

@@ -23,15 +23,24 @@ struct SamplingParams {
   /// tokens' (at most kMaxLogprobs), under the model's distribution (softmax of the raw logits,
   /// before temperature and top-p — vLLM's default "raw" logprobs).
   int32_t logprobs = -1;
+  /// Choices (parallel sampling, the API's `n`): the prompt is prefilled once, then n sequences
+  /// sample from its last logits and go on sharing its blocks (BlockManager::fork; the first
+  /// write to the shared partial block copies it). Choice i > 0 draws from its own stream,
+  /// seeded choice_seed(seed, i). Continuous batching only; n ≤ max_num_seqs.
+  int32_t n = 1;
 
   /// True for temperature 0.
   bool greedy() const { return temperature == 0.0f; }
   /// Throws std::invalid_argument naming a bad field (max_new_tokens < 1, temperature < 0 or
-  /// not finite, top_p outside (0, 1], logprobs outside [−1, kMaxLogprobs]).
+  /// not finite, top_p outside (0, 1], logprobs outside [−1, kMaxLogprobs], n < 1).
   void validate() const;
   /// The most alternatives a token's logprobs may list (OpenAI's top_logprobs limit).
   static constexpr int32_t kMaxLogprobs = 20;
 };
+
+/// The seed of choice @p choice of a request seeded @p seed: the seed itself for choice 0, else
+/// a splitmix64 step away (each choice its own stream, reproducible from the request's seed).
+uint64_t choice_seed(uint64_t seed, int32_t choice);
 
 /// A token and its log-probability.
 struct TokenLogprob {
@@ -93,6 +102,7 @@ struct RequestMetrics {
 /// a request, concatenated, are its RequestOutput::tokens; exactly one of them has a finish.
 struct RequestDelta {
   int64_t id = 0;                      ///< the request (Engine::add_request()'s id)
+  int32_t index = 0;                   ///< the choice (0 … SamplingParams::n − 1): each has its own finish
   std::vector<int32_t> new_tokens;     ///< tokens generated in this step (none when aborted)
   std::vector<SampledLogprobs> logprobs;  ///< one per new token when SamplingParams::logprobs ≥ 0, else empty
   std::optional<FinishReason> finish;  ///< set once: the step in which it left
@@ -101,6 +111,7 @@ struct RequestDelta {
 /// A request that left the engine.
 struct RequestOutput {
   int64_t id = 0;                              ///< the request's id (Engine::add_request()'s)
+  int32_t index = 0;                           ///< the choice (one output per choice)
   std::vector<int32_t> prompt;                 ///< its prompt
   std::vector<int32_t> tokens;                 ///< the generated tokens (not the prompt)
   FinishReason reason = FinishReason::length;  ///< why it stopped

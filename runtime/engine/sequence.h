@@ -26,7 +26,9 @@ enum class SequenceStatus {
 
 /// One request inside the engine.
 struct Sequence {
-  int64_t id = 0;                                   ///< assigned by Engine::add_request(), unique and increasing
+  int64_t id = 0;                                   ///< unique: Engine::add_request()'s for choice 0, another range for the others
+  int64_t request_id = 0;                           ///< the request it answers (add_request()'s id; = id for choice 0)
+  int32_t choice = 0;                               ///< which of the request's SamplingParams::n choices
   std::vector<int32_t> tokens;                      ///< the prompt, then the generated tokens
   int64_t prompt_len = 0;                           ///< the prompt's tokens (the first of @ref tokens)
   int64_t num_computed = 0;                         ///< leading tokens whose K/V are in the cache
@@ -44,6 +46,9 @@ struct Sequence {
   std::span<const int32_t> prompt() const { return std::span<const int32_t>(tokens).first(size_t(prompt_len)); }
   /// The generated tokens: those after the prompt.
   std::span<const int32_t> generated() const { return std::span<const int32_t>(tokens).subspan(size_t(prompt_len)); }
+  /// Places in the running batch it takes: n while a request of n choices has not yet sampled
+  /// its first token (it forks into them then), else 1.
+  int64_t seats() const { return choice == 0 && generated().empty() ? sampling.n : 1; }
   /// What leaves the engine when it finishes for @p reason.
   RequestOutput output(FinishReason reason) const;
 };

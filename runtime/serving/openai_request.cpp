@@ -109,8 +109,11 @@ GenerationRequest common_fields(const Json& body) {
     r.top_p = float(*p);
   }
   if (const auto seed = integer_field(body, "seed")) r.seed = uint64_t(*seed);
-  if (const auto n = integer_field(body, "n"); n && *n != 1)
-    throw invalid_request("'n' must be 1: one choice per request is implemented", "n");
+  if (const auto n = integer_field(body, "n")) {
+    if (*n < 1 || *n > kMaxChoices)
+      throw invalid_request("'n' must be in [1, " + std::to_string(kMaxChoices) + "]", "n");
+    r.n = int32_t(*n);
+  }
   if (const Json* stop = field(body, "stop")) {
     if (stop->is_string()) {
       r.stop.push_back(stop->get<std::string>());

@@ -12,7 +12,7 @@
 /// first wins when both are given); temperature (a number ≥ 0, default 1 as in the API; 0 is
 /// greedy); top_p (a number in (0, 1], default 1); seed (an integer: the request's own random
 /// stream, so the same seed gives the same tokens, alone or in any batch); stream (a boolean);
-/// stream_options.include_usage (a boolean, only with stream); n (1 only); stop (a string or an
+/// stream_options.include_usage (a boolean, only with stream); n (choices, in [1, 128]); stop (a string or an
 /// array of up to 4, each non-empty: tokenizer::StopStringMatcher's rule); ignore_eos (a boolean,
 /// vLLM's extension: generate max_tokens tokens even past the end-of-text token — what a load
 /// generator needs for exact lengths); logprobs — chat: a boolean, with top_logprobs an integer
@@ -73,11 +73,15 @@ struct GenerationRequest {
   bool ignore_eos = false;            ///< do not stop at the model's end-of-generation tokens
   std::string cache_salt;             ///< "" or vLLM's cache_salt: prefix-cache hits only among requests with the same salt
   int32_t logprobs = -1;              ///< −1: none; k ≥ 0: each token's logprob and the k most likely
+  int32_t n = 1;                      ///< choices: the prompt prefilled once, its blocks shared (engine::SamplingParams::n)
 };
 
 /// The deepest nesting of arrays and objects a body may have (OpenAI's deepest field, a chat
 /// message's content part, is at depth 4): deeper is refused as the parser reaches it.
 inline constexpr int kMaxJsonDepth = 16;
+
+/// The most choices (`n`) a request may ask for; the server also refuses more than it runs at once.
+inline constexpr int kMaxChoices = 128;
 
 /// Reads a `/v1/chat/completions` body. Throws ApiError (400) for malformed JSON, a body that is
 /// not an object, or a field that is missing, of the wrong type or out of range, naming it

@@ -60,27 +60,36 @@ Json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> tokens) {
   return out;
 }
 
-Json completion_json(const ResponseHeader& header, const std::string& text, engine::FinishReason reason,
-                     const Usage& usage, const std::optional<Json>& logprobs) {
+Json completion_json(const ResponseHeader& header, std::span<const ChoiceText> choices, const Usage& usage) {
   Json out = envelope(header, false);
-  Json choice{{"index", 0}};
-  if (header.endpoint == Endpoint::chat) {
-    choice["message"] = Json{{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+  out["choices"] = Json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceText& c = choices[i];
+    Json choice{{"index", i}};
+    if (header.endpoint == Endpoint::chat) {
+      choice["message"] = Json{{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = c.logprobs ? *c.logprobs : Json(nullptr);
+    choice["finish_reason"] = finish_reason_name(c.reason);
+    out["choices"].push_back(std::move(choice));
   }
-  choice["logprobs"] = logprobs ? *logprobs : Json(nullptr);
-  choice["finish_reason"] = finish_reason_name(reason);
-  out["choices"] = Json::array({choice});
   out["usage"] = usage_json(usage);
   return out;
 }
 
+Json completion_json(const ResponseHeader& header, const std::string& text, engine::FinishReason reason,
+                     const Usage& usage, const std::optional<Json>& logprobs) {
+  const ChoiceText one{text, reason, logprobs};
+  return completion_json(header, std::span<const ChoiceText>(&one, 1), usage);
+}
+
 Json chunk_json(const ResponseHeader& header, const std::optional<std::string>& role,
                 const std::optional<std::string>& text, std::optional<engine::FinishReason> finish,
-                const std::optional<Json>& logprobs) {
+                const std::optional<Json>& logprobs, int32_t index) {
   Json out = envelope(header, true);
-  Json choice{{"index", 0}};
+  Json choice{{"index", index}};
   if (header.endpoint == Endpoint::chat) {
     Json delta = Json::object();
     if (role) delta["role"] = *role;

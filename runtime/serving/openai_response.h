@@ -60,6 +60,16 @@ Json usage_json(const Usage& usage);
 /// is still there, the server answers a shutdown with an error instead).
 std::string finish_reason_name(engine::FinishReason reason);
 
+/// One choice of a whole answer.
+struct ChoiceText {
+  std::string text;                                     ///< its text
+  engine::FinishReason reason = engine::FinishReason::length;  ///< why it ended
+  std::optional<Json> logprobs;                         ///< logprobs_json() of its tokens, or none
+};
+
+/// The whole answer with one choice per element of @p choices (index = position), as below.
+Json completion_json(const ResponseHeader& header, std::span<const ChoiceText> choices, const Usage& usage);
+
 /// The whole answer: chat `{id, object: "chat.completion", created, model, choices: [{index,
 /// message: {role: "assistant", content}, finish_reason}], usage}`, or completions' with
 /// `choices: [{index, text, logprobs, finish_reason}]`; chat's choice has `logprobs` too. Both
@@ -70,10 +80,10 @@ Json completion_json(const ResponseHeader& header, const std::string& text, engi
 /// One streamed chunk with one choice: chat's `delta` holds @p role and @p text when given
 /// (the first chunk carries the role), completions' `text` is @p text (or ""); finish_reason is
 /// @p finish's name or null; @p logprobs, when given, those of this chunk's tokens (completions'
-/// is null otherwise, chat's absent).
+/// is null otherwise, chat's absent); the choice is @p index.
 Json chunk_json(const ResponseHeader& header, const std::optional<std::string>& role,
                 const std::optional<std::string>& text, std::optional<engine::FinishReason> finish,
-                const std::optional<Json>& logprobs = std::nullopt);
+                const std::optional<Json>& logprobs = std::nullopt, int32_t index = 0);
 
 /// The usage chunk: `choices: []` and usage.
 Json usage_chunk_json(const ResponseHeader& header, const Usage& usage);

@@ -43,76 +43,97 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-// One request being answered: its stream, its detokenizer and stop strings, what has been
-// counted and when its tokens came; it holds its admission ticket until it is destroyed.
+// One choice of an answer (the API's n): its detokenizer, stop strings and logprobs, and how it
+// ended.
+struct Choice {
+  Choice(const tokenizer::BpeTokenizer& tokenizer, std::vector<std::string> stops)
+      : detokenizer(tokenizer), stop(std::move(stops)) {}
+  tokenizer::IncrementalDetokenizer detokenizer;
+  tokenizer::StopStringMatcher stop;
+  bool stopped = false;  // a stop string matched
+  std::optional<engine::FinishReason> reason;  // set once it has ended (stop for a stop string)
+  std::string text;                            // the non-streamed answer's text
+  std::vector<TokenLogprobs> logprobs;         // of the tokens not yet sent
+  int64_t text_offset = 0;                     // bytes of answer so far (the tokens' bytes)
+};
+
+// One request being answered: its stream, its choices, what has been counted and when its tokens
+// came; it holds its admission ticket until it is destroyed.
 struct Generation {
   Generation(std::shared_ptr<engine::RequestStream> s, const tokenizer::BpeTokenizer& tokenizer,
-             std::vector<int32_t> hidden_ids, std::vector<std::string> stops, ResponseHeader h, int64_t prompt_tokens,
-             Clock::time_point received_at, std::shared_ptr<AdmissionControl::Ticket> t)
+             std::vector<int32_t> hidden_ids, const std::vector<std::string>& stops, int32_t n, ResponseHeader h,
+             int64_t prompt_tokens, Clock::time_point received_at, std::shared_ptr<AdmissionControl::Ticket> t)
       : stream(std::move(s)),
         tokenizer(tokenizer),
-        detokenizer(tokenizer),
-        stop(std::move(stops)),
         hidden(std::move(hidden_ids)),
         header(std::move(h)),
         received(received_at),
         ticket(std::move(t)) {
     usage.prompt_tokens = prompt_tokens;
+    for (int32_t i = 0; i < n; ++i) choices.emplace_back(tokenizer, stops);
   }
 
-  // The text @p delta completes, counting and timing its tokens: end-of-generation ids hidden,
-  // what may begin a stop string held back, nothing after a stop string matched (stopped); at
-  // its finish, what the detokenizer and the matcher held.
-  std::string text_of(const engine::RequestDelta& delta) {
+  // The text @p delta completes for its choice, counting and timing its tokens: end-of-generation
+  // ids hidden, what may begin a stop string held back, nothing after a stop string matched (the
+  // choice is aborted in the engine: it ends "stop"); at its finish, what the detokenizer and the
+  // matcher held. A choice that has ended takes nothing more (a stopped one's aborted finish).
+  std::string text_of(const engine::RequestDelta& delta, engine::AsyncEngine& engine) {
+    Choice& c = choices.at(size_t(delta.index));
+    if (c.reason) return "";
     const Clock::time_point now = Clock::now();
     std::string text;
-    for (size_t j = 0; j < delta.new_tokens.size(); ++j) {
+    for (size_t j = 0; j < delta.new_tokens.size() && !c.stopped; ++j) {
       const int32_t id = delta.new_tokens[j];
-      if (stopped) break;
       ++usage.completion_tokens;
       if (timings.ttft < 0) {
         timings.ttft = seconds_between(received, now);
-      } else {  // the gap since the last delta, shared by this delta's tokens
+      } else if (delta.index == 0) {  // the gap since choice 0's last delta, shared by this delta's tokens
         timings.itl.push_back(seconds_between(last_token, now) / double(delta.new_tokens.size()));
       }
       if (std::find(hidden.begin(), hidden.end(), id) == hidden.end()) {
-        text += stop.push(detokenizer.push(id));
-        if (j < delta.logprobs.size()) note_logprobs(id, delta.logprobs[j]);
+        text += c.stop.push(c.detokenizer.push(id));
+        if (j < delta.logprobs.size()) note_logprobs(c, id, delta.logprobs[j]);
       }
-      stopped = stop.stopped();
+      c.stopped = c.stop.stopped();
     }
-    if (!delta.new_tokens.empty()) last_token = now;
-    if (delta.finish && !stopped) {
-      text += stop.push(detokenizer.flush());
-      stopped = stop.stopped();
-      if (!stopped) text += stop.flush();
+    if (!delta.new_tokens.empty() && delta.index == 0) last_token = now;
+    if (delta.finish && !c.stopped) {
+      text += c.stop.push(c.detokenizer.flush());
+      c.stopped = c.stop.stopped();
+      if (!c.stopped) text += c.stop.flush();
     }
+    if (c.stopped) {
+      c.reason = engine::FinishReason::stop;
+      if (!delta.finish) engine.abort(stream, delta.index);  // the rest of this choice is not needed
+    } else if (delta.finish) {
+      c.reason = *delta.finish;
+    }
+    if (c.reason) ++choices_ended;
     return text;
   }
 
   // Keeps @p id's log-probabilities as the API shows them (the token's bytes as its text).
-  void note_logprobs(int32_t id, const engine::SampledLogprobs& lp) {
-    TokenLogprobs t{tokenizer.token_bytes(id), lp.logprob, {}, text_offset};
+  void note_logprobs(Choice& c, int32_t id, const engine::SampledLogprobs& lp) {
+    TokenLogprobs t{tokenizer.token_bytes(id), lp.logprob, {}, c.text_offset};
     for (const engine::TokenLogprob& alt : lp.top) t.top.emplace_back(tokenizer.token_bytes(alt.id), alt.logprob);
-    text_offset += int64_t(t.token.size());
-    logprobs.push_back(std::move(t));
+    c.text_offset += int64_t(t.token.size());
+    c.logprobs.push_back(std::move(t));
   }
 
-  // The logprobs kept since the last call, as a choice's `logprobs`; nullopt when none were asked.
-  std::optional<Json> take_logprobs() {
-    if (!want_logprobs) return std::nullopt;
-    Json out = logprobs_json(header.endpoint, logprobs);
-    logprobs.clear();
+  // The logprobs of @p c kept since the last call, as a choice's `logprobs`; nullopt when none
+  // were asked (or, with @p only_if_any, none are left).
+  std::optional<Json> take_logprobs(Choice& c, bool only_if_any = false) {
+    if (!want_logprobs || (only_if_any && c.logprobs.empty())) return std::nullopt;
+    Json out = logprobs_json(header.endpoint, c.logprobs);
+    c.logprobs.clear();
     return out;
   }
 
-  // finish_reason: "stop" for a stop string, else the engine's.
-  engine::FinishReason reason(engine::FinishReason engine_reason) const {
-    return stopped ? engine::FinishReason::stop : engine_reason;
-  }
+  // Every choice has ended.
+  bool done() const { return choices_ended == int32_t(choices.size()); }
 
   // The next delta, looking at the client while waiting for it: a client that has gone has its
-  // request aborted (the aborted delta then ends the stream within a step).
+  // request aborted (the aborted deltas then end the stream within a step).
   std::optional<engine::RequestDelta> next(engine::AsyncEngine& engine, ResponseWriter& writer) {
     if (first) return std::exchange(first, std::nullopt);
     for (;;) {  // every kClientCheck, whether deltas keep coming (a decode) or not (a queue)
@@ -126,13 +147,13 @@ struct Generation {
       if (stream->wait_for(kClientCheck)) break;
     }
     std::optional<engine::RequestDelta> delta = stream->next();
-    if (!delta || delta->finish) ended = true;
+    if (!delta || (delta->finish && ++finishes_read == int32_t(choices.size()))) ended = true;
     return delta;
   }
 
-  // Once answered (or given up): a request that has not ended — stopped by a stop string, its
-  // client gone — is aborted and its stream read to its end (within a step), for its queue time;
-  // then the metrics count it, once.
+  // Once answered (or given up): a request that has not ended — a choice stopped by a stop
+  // string, its client gone — is aborted and its stream read to its end (within a step), for its
+  // queue time; then the metrics count it, once.
   void conclude(engine::AsyncEngine& engine, ServingMetrics& metrics, FinishedReason how) {
     if (concluded) return;
     concluded = true;
@@ -154,8 +175,8 @@ struct Generation {
 
   std::shared_ptr<engine::RequestStream> stream;
   const tokenizer::BpeTokenizer& tokenizer;
-  tokenizer::IncrementalDetokenizer detokenizer;
-  tokenizer::StopStringMatcher stop;
+  std::vector<Choice> choices;
+  int32_t choices_ended = 0;
   std::vector<int32_t> hidden;
   ResponseHeader header;
   Usage usage;
@@ -164,13 +185,11 @@ struct Generation {
   RequestTimings timings;
   std::shared_ptr<AdmissionControl::Ticket> ticket;
   std::optional<engine::RequestDelta> first;  // read before the answer's status was chosen
-  bool ended = false;      // the stream has been read to its finish
-  bool stopped = false;    // a stop string matched
-  bool abandoned = false;  // the client went away: the request was aborted
-  bool concluded = false;  // counted in the metrics
-  bool want_logprobs = false;            // the request asked for logprobs
-  std::vector<TokenLogprobs> logprobs;   // of the tokens not yet sent
-  int64_t text_offset = 0;               // bytes of answer so far (the tokens' bytes)
+  int32_t finishes_read = 0;  // finish deltas read (one per choice)
+  bool ended = false;         // the stream has been read to its end
+  bool abandoned = false;     // the client went away: the request was aborted
+  bool concluded = false;     // counted in the metrics
+  bool want_logprobs = false;  // the request asked for logprobs
 };
 
 FinishedReason finished_reason(engine::FinishReason r) {
@@ -185,13 +204,15 @@ FinishedReason finished_reason(engine::FinishReason r) {
   return FinishedReason::abort;
 }
 
-// The answer as server-sent events, one per delta; the finish is counted before the last event is
-// written (a client that reads [DONE] finds the request counted).
+// The answer as server-sent events, one per delta, each naming its choice; a choice's last chunk
+// has its finish_reason; once every choice has ended, the usage chunk and [DONE]. The finish is
+// counted before the last event is written (a client that reads [DONE] finds it counted).
 void stream_events(Generation& g, engine::AsyncEngine& engine, ServingMetrics& metrics, bool include_usage,
                    ResponseWriter& writer) {
   bool open = writer.begin_events();
   if (open && g.header.endpoint == Endpoint::chat)
-    open = writer.write_events(sse_event(chunk_json(g.header, "assistant", "", std::nullopt)));
+    for (int32_t i = 0; i < int32_t(g.choices.size()) && open; ++i)
+      open = writer.write_events(sse_event(chunk_json(g.header, "assistant", "", std::nullopt, std::nullopt, i)));
   while (open) {
     std::optional<engine::RequestDelta> delta;
     try {
@@ -199,16 +220,19 @@ void stream_events(Generation& g, engine::AsyncEngine& engine, ServingMetrics& m
     } catch (const std::exception&) {  // the engine thread failed: cut the stream
       break;
     }
-    if (!delta || delta->finish == engine::FinishReason::aborted) break;  // a shutdown or a client gone: cut
+    if (!delta) break;
+    Choice& c = g.choices.at(size_t(delta->index));
+    const bool was_over = c.reason.has_value();
+    // An aborted finish of a choice still going: a shutdown or a client gone — cut.
+    if (!was_over && delta->finish == engine::FinishReason::aborted) break;
     std::string out;
-    if (const std::string text = g.text_of(*delta); !text.empty())
-      out += sse_event(chunk_json(g.header, std::nullopt, text, std::nullopt, g.take_logprobs()));
-    if (delta->finish || g.stopped) {
-      const engine::FinishReason reason = g.reason(delta->finish.value_or(engine::FinishReason::stop));
-      g.conclude(engine, metrics, finished_reason(reason));
-      // The last chunk carries the logprobs of tokens whose text was held back to the end.
-      std::optional<Json> rest = g.logprobs.empty() ? std::nullopt : g.take_logprobs();
-      out += sse_event(chunk_json(g.header, std::nullopt, std::nullopt, reason, rest));
+    if (const std::string text = g.text_of(*delta, engine); !text.empty())
+      out += sse_event(chunk_json(g.header, std::nullopt, text, std::nullopt, g.take_logprobs(c), delta->index));
+    if (!was_over && c.reason)  // its last chunk carries the logprobs of text held back to the end
+      out += sse_event(chunk_json(g.header, std::nullopt, std::nullopt, *c.reason, g.take_logprobs(c, true),
+                                  delta->index));
+    if (g.done()) {
+      g.conclude(engine, metrics, finished_reason(*g.choices[0].reason));
       if (include_usage) out += sse_event(usage_chunk_json(g.header, g.usage));
       out += sse_done();
       if (writer.write_events(out)) writer.end_events();
@@ -288,6 +312,11 @@ engine::Request OpenAiServer::engine_request(const GenerationRequest& g, Endpoin
   if (!g.ignore_eos) r.sampling.stop_ids = tokenizer_.end_of_generation_ids();
   r.cache_salt = g.cache_salt;
   r.sampling.logprobs = g.logprobs;
+  if (g.n > model_.max_running)
+    throw invalid_request("'n' is " + std::to_string(g.n) + ": this server runs at most " +
+                              std::to_string(model_.max_running) + " sequences at once (--max-seqs)",
+                          "n");
+  r.sampling.n = g.n;
   return r;
 }
 
@@ -335,7 +364,7 @@ void OpenAiServer::answer(Endpoint endpoint, const GenerationRequest& request, C
     } catch (const engine::EngineStopped&) {
       throw shutting_down();
     }
-    g = std::make_unique<Generation>(handle, tokenizer_, tokenizer_.end_of_generation_ids(), request.stop,
+    g = std::make_unique<Generation>(handle, tokenizer_, tokenizer_.end_of_generation_ids(), request.stop, request.n,
                                      new_header(endpoint), prompt_tokens, received, std::move(ticket));
     g->want_logprobs = request.logprobs >= 0;
     try {
@@ -357,23 +386,23 @@ void OpenAiServer::answer(Endpoint endpoint, const GenerationRequest& request, C
 
   if (request.stream) return stream_events(*g, engine_, metrics_, request.include_usage, writer);
 
-  std::string text;
-  engine::FinishReason reason = engine::FinishReason::aborted;
-  for (std::optional<engine::RequestDelta> delta = g->next(engine_, writer); delta; delta = g->next(engine_, writer)) {
-    text += g->text_of(*delta);
-    if (delta->finish) reason = *delta->finish;
-    if (g->stopped) {
-      reason = engine::FinishReason::stop;
-      break;
-    }
-    if (delta->finish) break;
+  bool cut = false;  // a choice aborted while still going: a shutdown, or the client gone
+  while (!g->done() && !cut) {
+    std::optional<engine::RequestDelta> delta = g->next(engine_, writer);
+    if (!delta) break;
+    Choice& c = g->choices.at(size_t(delta->index));
+    if (!c.reason && delta->finish == engine::FinishReason::aborted) cut = true;
+    c.text += g->text_of(*delta, engine_);
   }
-  g->conclude(engine_, metrics_, finished_reason(reason));
-  if (reason == engine::FinishReason::aborted) {
+  if (cut || !g->done()) {
+    g->conclude(engine_, metrics_, FinishedReason::abort);
     if (!g->abandoned) writer.send(error_response(shutting_down()));
     return;
   }
-  writer.send(json_response(200, completion_json(g->header, text, reason, g->usage, g->take_logprobs())));
+  g->conclude(engine_, metrics_, finished_reason(*g->choices[0].reason));
+  std::vector<ChoiceText> choices;
+  for (Choice& c : g->choices) choices.push_back({c.text, *c.reason, g->take_logprobs(c)});
+  writer.send(json_response(200, completion_json(g->header, choices, g->usage)));
 }
 
 HttpAnswer OpenAiServer::health() const {

@@ -195,6 +195,148 @@ TEST(Ch07Logprobs, DeltasCarryEachTokensLogprobs) {
   expect_invalid([&] { e.add_request(bad); }, {"logprobs"});
 }
 
+// Parallel sampling (n): the prompt prefilled once, then n choices that share its blocks. Each
+// choice's tokens equal the same request run alone with that choice's seed (n = 1), so a fork
+// changes no token; the pool holds the prompt's blocks once and copies the shared partial block
+// at each choice's first write; the invariants hold after every step.
+struct ChoiceRun {
+  std::map<int32_t, std::vector<int32_t>> tokens;  // by choice
+  std::map<int32_t, int64_t> finishes;             // by choice
+};
+
+ChoiceRun run_choices(engine::Engine& e, int64_t id, std::vector<int64_t>* free_blocks = nullptr,
+                      const std::function<void(int64_t step)>& between = {}) {
+  ChoiceRun run;
+  for (int64_t step = 0;; ++step) {
+    const engine::StepOutput out = e.step();  // an abort's delta may come with the step that finds the engine empty
+    for (const engine::RequestDelta& d : out.deltas) {
+      if (d.id != id) continue;
+      auto& t = run.tokens[d.index];
+      t.insert(t.end(), d.new_tokens.begin(), d.new_tokens.end());
+      if (d.finish) ++run.finishes[d.index];
+    }
+    if (!out.more) break;
+    if (free_blocks != nullptr) free_blocks->push_back(e.blocks().num_free_blocks());
+    if (between) between(step);
+  }
+  return run;
+}
+
+TEST(Ch07ParallelSampling, EachChoiceEqualsItsSeedAloneAndThePromptIsShared) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  Request r = random_request(rng, 1, model.config().vocab_size, 10, 10, 8);  // 2 full blocks of 4 and 2 tokens
+  r.sampling.max_new_tokens = 8;
+  r.sampling.temperature = 1.0f;
+  r.sampling.stop_ids.clear();
+  r.sampling.seed = 4242;
+  r.sampling.n = 3;
+  EngineConfig c = config_with(4, 32, 64, 64, 4);
+  c.check_invariants = true;
+  engine::Engine e(model, c);
+  const int64_t free_at_start = e.blocks().num_free_blocks();
+  std::vector<int64_t> free;
+  const ChoiceRun run = run_choices(e, e.add_request(r), &free);
+  ASSERT_EQ(run.tokens.size(), 3u);
+  std::set<std::vector<int32_t>> distinct;
+  for (int32_t i = 0; i < 3; ++i) {
+    Request alone_r = r;
+    alone_r.sampling.n = 1;
+    alone_r.sampling.seed = engine::choice_seed(r.sampling.seed, i);
+    EXPECT_EQ(run.tokens.at(i), engine::generate_alone(model, alone_r).tokens) << "choice " << i;
+    EXPECT_EQ(run.finishes.at(i), 1) << "choice " << i << ": exactly one finish";
+    distinct.insert(run.tokens.at(i));
+  }
+  EXPECT_EQ(distinct.size(), 3u) << "three seeds, three samples";
+  // Step 0 prefills and forks: the 3 prompt blocks, held once. Step 1 writes token 11 of each
+  // choice into the shared partial block: two copy it, the last owns it — 2 more blocks.
+  ASSERT_GE(free.size(), 2u);
+  EXPECT_EQ(free_at_start - free[0], 3);
+  EXPECT_EQ(free_at_start - free[1], 5);
+  EXPECT_EQ(e.blocks().num_free_blocks(), free_at_start) << "every block back after the choices finished";
+}
+
+TEST(Ch07ParallelSampling, GreedyChoicesAgreeAndPreemptionChangesNothing) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  Request r = random_request(rng, 1, model.config().vocab_size, 9, 9, 30);
+  r.sampling.max_new_tokens = 30;
+  r.sampling.temperature = 0.0f;
+  r.sampling.stop_ids.clear();
+  r.sampling.n = 2;
+  // 24 blocks of 4: two choices of up to 38 cached tokens (18 blocks, the prompt's 2 full ones
+  // shared) and another request of up to 55 (14 blocks) do not all fit: the newest are preempted.
+  Request other = random_request(rng, 2, model.config().vocab_size, 16, 16, 40);
+  other.sampling.max_new_tokens = 40;
+  other.sampling.temperature = 0.0f;
+  other.sampling.stop_ids.clear();
+  EngineConfig c = config_with(4, 24, 64, 64, 5);
+  c.check_invariants = true;
+  c.headroom_blocks_per_seq = 0;
+  engine::Engine e(model, c);
+  const int64_t id = e.add_request(r), other_id = e.add_request(other);
+  std::vector<int32_t> other_tokens;
+  ChoiceRun run;
+  for (;;) {
+    const engine::StepOutput out = e.step();
+    for (const engine::RequestDelta& d : out.deltas) {
+      auto& t = d.id == id ? run.tokens[d.index] : other_tokens;
+      t.insert(t.end(), d.new_tokens.begin(), d.new_tokens.end());
+      if (d.id == other_id) {
+        EXPECT_EQ(d.index, 0);
+      }
+    }
+    if (!out.more) break;
+  }
+  EXPECT_EQ(other_tokens, engine::generate_alone(model, other).tokens);
+  const std::vector<int32_t> greedy = engine::generate_alone(model, [&] {
+    Request one = r;
+    one.sampling.n = 1;
+    return one;
+  }()).tokens;
+  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(run.tokens.at(i), greedy) << "choice " << i;
+  EXPECT_GT(e.stats().preemptions, 0) << "the pool was meant to run out";
+}
+
+TEST(Ch07ParallelSampling, AbortingAChoiceLeavesTheOthersAndTheRequestAbortsAll) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  Request r = random_request(rng, 1, model.config().vocab_size, 6, 6, 10);
+  r.sampling.max_new_tokens = 10;
+  r.sampling.stop_ids.clear();
+  r.sampling.n = 3;
+  EngineConfig c = config_with(4, 32, 64, 64, 4);
+  c.check_invariants = true;
+  engine::Engine e(model, c);
+  const int64_t id = e.add_request(r);
+  const ChoiceRun run = run_choices(e, id, nullptr, [&](int64_t step) {
+    if (step == 2) {
+      EXPECT_TRUE(e.abort(id, 1));
+    }
+  });
+  EXPECT_LT(run.tokens.at(1).size(), 10u) << "choice 1 was aborted";
+  EXPECT_EQ(run.tokens.at(0).size(), 10u);
+  EXPECT_EQ(run.tokens.at(2).size(), 10u);
+  for (int32_t i = 0; i < 3; ++i) EXPECT_EQ(run.finishes.at(i), 1) << "choice " << i;
+  engine::Engine all(model, c);
+  const int64_t id2 = all.add_request(r);
+  const ChoiceRun gone = run_choices(all, id2, nullptr, [&](int64_t step) {
+    if (step == 1) {
+      EXPECT_TRUE(all.abort(id2));
+    }
+  });
+  for (int32_t i = 0; i < 3; ++i) EXPECT_EQ(gone.finishes.at(i), 1) << "choice " << i;
+  EXPECT_FALSE(all.abort(id2)) << "nothing left to abort";
+  // Refused: more choices than the batch holds, or a static batch.
+  Request wide = r;
+  wide.sampling.n = 5;
+  expect_invalid([&] { all.add_request(wide); }, {"n", "max_num_seqs"});
+  EngineConfig fixed = c;
+  fixed.policy = engine::BatchingPolicy::static_batch;
+  engine::Engine batch(model, fixed);
+  expect_invalid([&] { batch.add_request(r); }, {"n", "continuous"});
+}
+
 // vLLM's cache_salt: a request shares prefix blocks only with requests of the same salt, so one
 // tenant cannot time another's prompt; the tokens are the same either way.
 TEST(Ch07Engine, CacheSaltKeepsPrefixBlocksApart) {

@@ -10,6 +10,8 @@ loopback port and stopped with SIGTERM (exit status 0). The client never retries
     text is the completion; finish_reason "length" when max_tokens cuts;
   - bad input: openai.BadRequestError (400) naming the parameter, an unknown model NotFoundError (404);
   - 32 concurrent streams with distinct prompts each equal the same request sent alone;
+  - a seed reproduces a sampled answer; logprobs (completions' and chat's shapes, greedy: each token
+    the most likely); n choices (the first equal to the same request with n = 1, streamed = not);
   - StopStrings (the server's `stop`): the text is the unstopped greedy text cut before the stop
     string's first occurrence — chosen across a token boundary —, never containing it, finish_reason
     "stop", streamed or not, one string or a list; more than 4 strings or an empty one is a 400.
@@ -168,6 +170,31 @@ class OpenAiClient(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as refused:
             CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2, top_logprobs=2)
         self.assertIn("top_logprobs", str(refused.exception))
+
+    def test_n_choices_share_a_prompt_and_sample_apart(self):
+        # n = 3 sampled: choice 0 is the same request with n = 1 (its seed), the others differ from
+        # it; streamed, each index's chunks spell the same text; greedy choices all equal greedy.
+        r = CLIENT.completions.create(model=MODEL, prompt=STORY, max_tokens=16, temperature=1.0, seed=77, n=3)
+        self.assertEqual(sorted(c.index for c in r.choices), [0, 1, 2])
+        texts = {c.index: c.text for c in r.choices}
+        one = CLIENT.completions.create(model=MODEL, prompt=STORY, max_tokens=16, temperature=1.0, seed=77)
+        self.assertEqual(texts[0], one.choices[0].text)
+        self.assertEqual(len(set(texts.values())), 3, texts)
+        self.assertEqual(r.usage.completion_tokens, 3 * 16)
+        self.assertEqual(r.usage.prompt_tokens, one.usage.prompt_tokens, "the prompt is counted once")
+        streamed = {}
+        for chunk in CLIENT.completions.create(model=MODEL, prompt=STORY, max_tokens=16, temperature=1.0, seed=77,
+                                               n=3, stream=True):
+            for choice in chunk.choices:
+                streamed[choice.index] = streamed.get(choice.index, "") + (choice.text or "")
+        self.assertEqual(streamed, texts)
+        greedy = chat(MESSAGES, 12)[0]
+        both = CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=12, temperature=0, n=2)
+        self.assertEqual([c.message.content for c in both.choices], [greedy, greedy])
+        import openai
+        with self.assertRaises(openai.BadRequestError) as refused:
+            CLIENT.completions.create(model=MODEL, prompt=STORY, max_tokens=2, n=33)  # --max-seqs 32
+        self.assertIn("'n'", str(refused.exception))
 
     def test_a_seed_makes_sampling_reproducible(self):
         # A sampled request with a seed draws from its own random stream (the engine's per-request

@@ -203,7 +203,9 @@ TEST(OpenAiRequest, OutOfRangeValuesNameTheParameter) {
   expect_invalid(chat_with(R"("top_p": 0)"), "top_p");
   expect_invalid(chat_with(R"("top_p": -1)"), "top_p");
   expect_invalid(chat_with(R"("top_p": 1.01)"), "top_p");
-  expect_invalid(chat_with(R"("n": 2)"), "n");
+  expect_invalid(chat_with(R"("n": 0)"), "n");
+  expect_invalid(chat_with(R"("n": 129)"), "n");
+  EXPECT_EQ(parse_chat_request(chat_with(R"("n": 4)")).n, 4);
   expect_invalid(chat_with(R"("stop": "")"), "stop");
   expect_invalid(chat_with(R"("stop": ["a", ""])"), "stop");
   expect_invalid(chat_with(R"("stop": ["a", "b", "c", "d", "e"])"), "stop");
