@@ -1,11 +1,12 @@
 """Chapter 04's numbers: the bytes of a cache row and its scales (§1), the DRAM point's sizes, the
 ratios inside the three runs' table, the sweep's medians and fastest calls from
 docs/plots/ch04-bench.json, LLaMA-7B's bytes at batch 1 from its shapes (§5), and the formats' bits."""
+import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_lessons import Claim, row  # noqa: E402
+from check_lessons import NUMBER, Claim, row  # noqa: E402
 
 KV_HEADS, HEAD_DIM = 32, 128  # LLaMA-7B
 LLAMA7_LAYERS, LLAMA7_DIM, LLAMA7_HIDDEN, LLAMA7_VOCAB = 32, 4096, 11008, 32000
@@ -17,7 +18,19 @@ WRONG_BEFORE = [("| L 2048 × batch 4 (in cache) | 1.27 | 0.63 |", "| L 2048 × 
                 ("| L 32768 × batch 24 (DRAM point) | 212.7 | 123.0 | 57.3 (2.15×, 3.71×) | 61.6 (2.00×, 3.45×) |",
                  "| L 32768 × batch 24 (DRAM point) | 211.2 | 120.4 | 56.1 (2.15×, 3.77×) | 58.7 (2.05×, 3.60×) |"),
                 ("streams at 43–49 GB/s", "streams at 45–55 GB/s"),
-                ("the weights are 92% of the bytes", "the weights are 93% of the bytes")]
+                ("the weights are 92% of the bytes", "the weights are 93% of the bytes"),
+                ("cut the error 3.2–4.6× and the KL 12–24×", "cut the error 2.8–4.9× and the KL 5–33×"),
+                ("values saturated, and the error was 1.0–2.9× that", "values saturated, and the error was 1.0–5.1× that")]
+# §3's error table: what `INFERLAB_SEED=1 test_ch04_cpu --gtest_filter='*PerChannelKeyScalesHelp*'` prints (seeds 1–5):
+# per dataset, (relative error, KL) of per-token K with fp32 scales, with fp16 scales, per-channel K with the whole context
+# in the prompt, and (relative error, KL, saturated values) of per-channel K with 16 tokens appended.
+ERRORS = {1: ((0.0772654, 0.00728444), (0.0766118, 0.00680455), (0.016951, 0.000378642), (0.0276193, 0.00140349, 54)),
+          2: ((0.0650706, 0.00833077), (0.0637721, 0.00797929), (0.0181168, 0.000580988), (0.0179551, 0.000562852, 59)),
+          3: ((0.0603502, 0.00628374), (0.0599769, 0.00628471), (0.0172742, 0.000433332), (0.0306113, 0.00370523, 51)),
+          4: ((0.0671594, 0.0076406), (0.0658668, 0.00671508), (0.0157848, 0.000316989), (0.0459872, 0.0401701, 64)),
+          5: ((0.0541785, 0.00438352), (0.0538884, 0.00433841), (0.0165936, 0.000360892), (0.0283789, 0.0115144, 69))}
+# LLaMA-7B in runtime/analysis: the A100s' bandwidth (GB/s), the 16-bit peak, the 80 GB of memory.
+A100_40_BW, A100_80_BW, A100_PEAK, A100_80_MEMORY = 1555e9, 2039e9, 312e12, 80e9
 
 
 def claims(lab):
@@ -145,4 +158,69 @@ def claims(lab):
           Claim(r"int8 values with one fp16 scale each \(([\d.]+) bits per value\)", [(32 * 8 + 16) / 32], "32 bytes + 2"),
           Claim(r"relative error ≤ 2⁻⁴ = ([\d.]+)% \(about", [100 / 16], "2⁻⁴"),
           Claim(r"a relative error ≤ ([\d.]+)%, about 1\.2", [100 / 16], "2⁻⁴")]
+    # §3: the error table and what it says.
+    for ds, cells in ERRORS.items():
+        pat = r"^\| " + str(ds) + r" \|"
+        vals = []
+        for i, cell in enumerate(cells):
+            e = math.floor(math.log10(cell[1]))
+            pat += r" ([\d.]+) \(([\d.]+)e" + str(e) + r"\)" + (r"; (\d+) \|" if i == 3 else r" \|")
+            vals += [cell[0], cell[1] / 10 ** e] + ([cell[2]] if i == 3 else [])
+        c.append(Claim(pat + "$", vals, f"dataset {ds}: the test's output (seed {ds})",
+                       table="| dataset | per-token K, fp32 scales |"))
+    err = [v[i][0] / v[2][0] for v in ERRORS.values() for i in (0, 1)]
+    kl = [v[i][1] / v[2][1] for v in ERRORS.values() for i in (0, 1)]
+    f16 = [100 * (v[1][0] / v[0][0] - 1) for v in ERRORS.values()]
+    f16kl = [100 * (v[1][1] / v[0][1] - 1) for v in ERRORS.values()]
+    sat = [v[3][2] for v in ERRORS.values()]
+    app = [v[3][0] / v[2][0] for v in ERRORS.values()]
+    tok = [v[i][0] for v in ERRORS.values() for i in (0, 1)]
+    c += [Claim(r"cut the error ([\d.]+)–([\d.]+)× and the KL (\d+)–(\d+)×\*\*", [min(err), max(err), min(kl), max(kl)],
+                "per-token (either scale) / per-channel, per dataset"),
+          Claim(r"move the error by −?([\d.]+)% to −?([\d.]+)%$", [-min(f16), -max(f16)], "fp16 scales / fp32 scales − 1 (both negative)"),
+          Claim(r"^  of itself \(KL −(\d+)% to (\d+)%\) on the five datasets above", [-min(f16kl), max(f16kl)], "KL with fp16 / fp32 scales − 1"),
+          Claim(r"0\.0?(\d+)–0\.0?(\d+) for per-token scales across datasets", [1000 * min(tok), 1000 * max(tok)],
+                "per-token errors (in thousandths)"),
+          Claim(r"with 16 tokens appended past the prompt, (\d+)–(\d+) outlier$", [min(sat), max(sat)], "saturated values"),
+          Claim(r"values saturated, and the error was ([\d.]+)–([\d.]+)× that", [min(app), max(app)],
+                "appended / whole context in the prompt")]
+    # §5: `inferlab analyze` (runtime/analysis/inference_cost.cpp): weights streamed (block matmuls in the weight format;
+    # head and norms 16-bit), the KV of context + 1 tokens per sequence, a step's time max(bytes / bandwidth, FLOPs / peak).
+    block = LLAMA7_LAYERS * (4 * LLAMA7_DIM ** 2 + 3 * LLAMA7_DIM * LLAMA7_HIDDEN)
+    head, norms = LLAMA7_VOCAB * LLAMA7_DIM, LLAMA7_LAYERS * 2 * LLAMA7_DIM + LLAMA7_DIM
+
+    def analyze(batch, ctx, w8, kv8, bw):
+        streamed = block * (1 if w8 else 2) + 2 * (head + norms)
+        per_token = LLAMA7_LAYERS * (2 * LLAMA7_DIM * (1 if kv8 else 2) + (2 * KV_HEADS * 2 if kv8 else 0))
+        nbytes = streamed + per_token * (ctx + 1) * batch
+        flops = 2 * (block + head) * batch + 4 * (ctx + 1) * HEAD_DIM * KV_HEADS * LLAMA7_LAYERS * batch
+        secs = max(nbytes / bw, flops / A100_PEAK)
+        return dict(tps=batch / secs, secs=secs, bytes=nbytes, kv=per_token * ctx * batch, held=streamed + 2 * head,
+                    cross=streamed / per_token)
+    small = {k: analyze(1, 2048, w8, kv8, A100_40_BW)["tps"] for k, w8, kv8 in
+             (("as", 0, 0), ("w8", 1, 0), ("kv8", 0, 1), ("both", 1, 1))}
+    for label, key in (("as given", "as"), ("int8 weights", "w8"), ("int8 KV", "kv8"), ("int8 weights \\+ int8 KV", "both")):
+        c.append(Claim(r"^      " + label + r" +([\d.]+) tokens/s +x([\d.]+)$", [small[key], small[key] / small["as"]],
+                       f"analyze, batch 1 × 2048, A100 40GB: {label}"))
+    f16, i8 = analyze(64, 4096, 0, 0, A100_80_BW), analyze(64, 4096, 0, 1, A100_80_BW)
+    w8 = analyze(64, 4096, 1, 0, A100_80_BW)
+    c += [Claim(r"--kv fp16:  KV ([\d.]+) GiB = ([\d.]+) GB \(does NOT fit in (\d+) GB\); decode step ([\d.]+) GB, KV read ([\d.]+)%$",
+                [f16["kv"] / 2 ** 30, f16["kv"] / 1e9, A100_80_MEMORY / 1e9, f16["bytes"] / 1e9,
+                 100 * f16["kv"] / f16["bytes"]], "batch 64 × 4096, fp16 KV"),
+          Claim(r"^                time floor ([\d.]+) ms, ([\d.]+) tokens/s$", [f16["secs"] * 1e3, f16["tps"]], "bytes / 2039 GB/s"),
+          Claim(r"^                  int8 weights +([\d.]+) tokens/s +x([\d.]+)$", [w8["tps"], w8["tps"] / f16["tps"]], "int8 weights"),
+          Claim(r"^                  int8 KV +(\d+) tokens/s +x([\d.]+)$", [i8["tps"], i8["tps"] / f16["tps"]], "int8 KV"),
+          Claim(r"--kv int8:  KV ([\d.]+) GiB = ([\d.]+) GB \(with ([\d.]+) GB of weights: ([\d.]+) GB, still does NOT fit\);$",
+                [i8["kv"] / 2 ** 30, i8["kv"] / 1e9, i8["held"] / 1e9, (i8["held"] + i8["kv"]) / 1e9], "INT8 KV, fp16 scales"),
+          Claim(r"^                decode step ([\d.]+) GB, time floor ([\d.]+) ms, (\d+) tokens/s$",
+                [i8["bytes"] / 1e9, i8["secs"] * 1e3, i8["tps"]], "INT8 KV"),
+          Claim(r"At batch 1 the ×([\d.]+) comes from \*\*weight\*\* quantization; an INT8 KV cache buys (\d+)%",
+                [small["w8"] / small["as"], 100 * (small["kv8"] / small["as"] - 1)], "the table above"),
+          Claim(r"the cache is (\d+)% of the bytes a step reads, INT8 KV is worth ×([\d.]+) and INT8$",
+                [100 * f16["kv"] / f16["bytes"], i8["tps"] / f16["tps"]], "the output above"),
+          Claim(r"^weights ×([\d.]+)\. The calculator prints the crossover", [w8["tps"] / f16["tps"]], "the output above"),
+          Claim(r"at batch × context = (" + NUMBER + r") cached tokens \(fp16 KV; (" + NUMBER + r") with an INT8 cache\)",
+                [f16["cross"], i8["cross"]], "weights streamed / KV bytes a token"),
+          Claim(r"cache's \*size\* \(here (\d+)$", [f16["kv"] / 1e9], "the fp16 KV in GB"),
+          Claim(r"^GB vs (\d+) GB\) decides", [i8["kv"] / 1e9], "the INT8 KV in GB")]
     return c
