@@ -65,6 +65,13 @@ if(NOT nlohmann_json_FOUND)
   list(APPEND _inferlab_missing nlohmann-json3-dev)
 endif()
 
+# CLI11 (header-only): the option tables of `inferlab generate`, `serve` and `chat`
+# (tools/cli/command_line.h): each option declared once, the --help text written from it.
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  list(APPEND _inferlab_missing libcli11-dev)
+endif()
+
 # cpp-httplib: chapter 09's HTTP server (`inferlab serve`) and its tests' client. Debian builds it
 # as a library with OpenSSL, zlib and Brotli support and says so in its pkg-config file only (no
 # CMake config): its Cflags (-DCPPHTTPLIB_OPENSSL_SUPPORT …) must be used as given or the

@@ -358,7 +358,8 @@ TEST_F(Cli, AnalyzeReportsKvCapacityAndTheWasteTable) {
 // on the line; an unknown option is reported as unknown, naming the known ones, whether or not a
 // value follows it; a known option without its value "needs a value".
 TEST_F(Cli, EveryCommandAnswersHelpWithItsOwnUsage) {
-  for (const char* command : {"tour", "roofline", "attention", "decode", "versions", "analyze", "generate"}) {
+  for (const char* command :
+       {"tour", "roofline", "attention", "decode", "versions", "analyze", "generate", "chat", "serve"}) {
     for (const char* flag : {"--help", "-h"}) {
       const Result r = run(std::string(command) + " " + flag);
       EXPECT_EQ(r.exit_code, 0) << command << " " << flag << "\n" << r.output;
@@ -377,10 +378,19 @@ TEST_F(Cli, EveryCommandAnswersHelpWithItsOwnUsage) {
   }
   EXPECT_NE(run("decode --help").output.find("--block-size N"), std::string::npos);
   EXPECT_NE(run("roofline --help").output.find("median"), std::string::npos);
+  // generate, chat and serve: the usage is written from the option tables, the shared ones included.
+  const std::string generate = run("generate --help").output, serve = run("serve --help").output;
+  for (const char* line : {"--block-size N          tokens per KV block (default 16)", "--max-new-tokens N", "--tp N"})
+    EXPECT_NE(generate.find(line), std::string::npos) << line << "\n" << generate;
+  for (const char* line : {"--block-size N          tokens per KV block (default 16)", "--port N", "--pp N"})
+    EXPECT_NE(serve.find(line), std::string::npos) << line << "\n" << serve;
+  EXPECT_NE(run("chat --help").output.find("--max-new-tokens N      tokens to generate at most (default 256)"),
+            std::string::npos);
 }
 
 TEST_F(Cli, UnknownOptionsAreReportedAsUnknownNotAsNeedingAValue) {
-  for (const char* command : {"decode", "attention", "analyze", "roofline", "tour", "versions", "generate"}) {
+  for (const char* command :
+       {"decode", "attention", "analyze", "roofline", "tour", "versions", "generate", "chat", "serve"}) {
     for (const char* line : {" --bogus", " --bogus 1", " --bogus --help-me"}) {
       const Result r = run(std::string(command) + line);
       EXPECT_EQ(r.exit_code, 2) << command << line << "\n" << r.output;

@@ -6,20 +6,21 @@
 
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "common/args.h"
 #include "common/ceil_div.h"
 #include "common/check.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
-#include "runtime/tokenizer/bpe_tokenizer.h"
-#include "tools/cli/commands.h"
-#include "tools/cli/interruptible_input.h"
 #include "runtime/model/model_files.h"
+#include "runtime/tokenizer/bpe_tokenizer.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/engine_options.h"
+#include "tools/cli/interruptible_input.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/sampling_options.h"
 #include "tools/cli/streamed_reply.h"
@@ -28,39 +29,41 @@
 namespace inferlab::cli {
 namespace {
 
-const char* kChatUsage = R"(usage: inferlab chat --model M [--system TEXT] [--max-new-tokens N] [options]
+// What `inferlab chat` reads from its command line.
+struct ChatOptions {
+  std::string model;
+  std::optional<std::string> system;
+  std::optional<int64_t> max_seq_len;
+  std::optional<WeightFormat> weights;
+  SamplingOptions sampling;
+};
 
-  An interactive chat: each line on stdin is your message; the reply streams out as it is
-  generated, followed by a summary line on stderr (prompt tokens, how many were reused from the
-  prefix cache, generated tokens, prefill and decode tokens/s). The whole conversation is the next
-  prompt, rendered again with the model's chat template each turn; one engine serves every turn
-  with prefix caching on, so the earlier turns' tokens are not computed again. A reply ends at the
-  model's end-of-generation ids (SmolLM2: <|im_end|>, <|endoftext|>; not printed) or after N tokens.
-  Reads a pipe as well as a terminal ("> " is shown only on a terminal).
-
-  --model M               smollm2 (models/SmolLM2-135M-Instruct.Q4_1.gguf, installed by ./inferlab setup)
-                          or another GGUF file with a byte-level BPE tokenizer and a ChatML template
-  --system TEXT           the system message (default: the template's own, if it has one — SmolLM2's
-                          "You are a helpful AI assistant named SmolLM, trained by Hugging Face")
-  --max-new-tokens N      the longest reply (default 256)
-  --greedy                the first maximum each step (the default; --temperature 0 is the same)
-  --temperature T, --top-p P, --seed S   sample instead (nucleus sampling; each turn uses seed S)
-  --stop-ids IDS          end a reply at these ids instead of the end-of-generation ones
-  --max-seq-len N         the longest conversation in tokens, reply included (default: the model's, at
-                          most 4096); the engine's KV pool holds that many
-  --weights f32|f16|bf16|q8_0|q4_0|q4_1   convert every matrix to this format on load (default: the
-                          file's own)
-
-  In the chat: /reset clears the conversation (the system message stays), /quit exits (so do
-  Ctrl-D and the end of piped input). Ctrl-C during a reply stops it: the partial reply is kept in
-  the conversation, as shown; Ctrl-C at the prompt exits.
-)";
+// The option table of `inferlab chat`, bound to @p o: a reply is 256 tokens at most by default.
+void add_chat_options(CLI::App& app, ChatOptions& o) {
+  app.add_option("--model", o.model,
+                 "smollm2 (models/SmolLM2-135M-Instruct.Q4_1.gguf, installed by ./inferlab setup) or another GGUF "
+                 "file with a byte-level BPE tokenizer and a ChatML template")
+      ->type_name("M")
+      ->required();
+  app.add_option("--system", o.system, "the system message")
+      ->type_name("TEXT")
+      ->default_str(
+          "the template's own, if it has one — SmolLM2's \"You are a helpful AI assistant named SmolLM, "
+          "trained by Hugging Face\"");
+  app.add_option("--max-seq-len", o.max_seq_len,
+                 "the longest conversation in tokens, reply included; the engine's KV pool holds that many")
+      ->type_name("N")
+      ->default_str("the model's, at most 4096");
+  add_weights_option(app, o.weights);
+  o.sampling.params.max_new_tokens = 256;
+  add_sampling_options(app, o.sampling);
+}
 
 // One engine for the whole conversation: one sequence at a time, a pool that holds the longest
 // conversation, prefix caching on (what makes the earlier turns free).
-engine::EngineConfig chat_engine_config(const Args& args, const model::LlamaModel& m) {
+engine::EngineConfig chat_engine_config(const ChatOptions& o, const model::LlamaModel& m) {
   engine::EngineConfig c;
-  c.max_seq_len = args.integer("max-seq-len").value_or(std::min<int64_t>(m.config().max_seq_len, 4096));
+  c.max_seq_len = o.max_seq_len.value_or(std::min<int64_t>(m.config().max_seq_len, 4096));
   require(c.max_seq_len >= 1 && c.max_seq_len <= m.config().max_seq_len, "--max-seq-len", c.max_seq_len,
           "must be in [1, " + std::to_string(m.config().max_seq_len) + "] (the model's context)");
   c.max_num_seqs = 1;
@@ -92,25 +95,29 @@ void note(const std::string& text) {
 }  // namespace
 
 int chat(const std::vector<std::string>& argv) {
-  const Args args(argv, {"greedy"});
-  if (args.help()) {
-    std::cout << kChatUsage;
-    return 0;
-  }
-  std::set<std::string> known = {"model", "system", "max-seq-len", "weights"};
-  known.merge(sampling_option_names());
-  args.check_known(known);
-  const std::string path = model::resolve_model_path(args.required("model"));
+  ChatOptions o;
+  const std::unique_ptr<CLI::App> app = command_app(
+      "chat", "--model M",
+      "An interactive chat: each line on stdin is your message; the reply streams out as it is generated, followed "
+      "by a summary line on stderr (prompt tokens, how many were reused from the prefix cache, generated tokens, "
+      "prefill and decode tokens/s). The whole conversation is the next prompt, rendered again with the model's "
+      "chat template each turn; one engine serves every turn with prefix caching on, so the earlier turns' tokens "
+      "are not computed again. A reply ends at the model's end-of-generation ids (SmolLM2: <|im_end|>, "
+      "<|endoftext|>; not printed) or after --max-new-tokens. Reads a pipe as well as a terminal (\"> \" is shown "
+      "only on a terminal).\n\nIn the chat: /reset clears the conversation (the system message stays), /quit exits "
+      "(so do Ctrl-D and the end of piped input). Ctrl-C during a reply stops it: the partial reply is kept in the "
+      "conversation, as shown; Ctrl-C at the prompt exits.");
+  add_chat_options(*app, o);
+  if (!parse_command_line(*app, argv)) return 0;
+  const std::string path = model::resolve_model_path(o.model);
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
-  const engine::SamplingParams sampling = sampling_options(args, 256, tokenizer.end_of_generation_ids());
+  const engine::SamplingParams sampling = sampling_params(o.sampling, tokenizer.end_of_generation_ids());
   std::vector<tokenizer::ChatMessage> start;
-  if (args.has("system")) start.push_back({"system", args.required("system")});
+  if (o.system) start.push_back({"system", *o.system});
   Conversation conversation(std::move(start));
   tokenizer.apply_chat_template(conversation.messages(), true);  // a template we cannot render fails now
-  std::optional<WeightFormat> format;
-  if (args.has("weights")) format = parse_weight_format(args.required("weights"));
-  const model::LlamaModel m(model::load_model(path, format));
-  engine::Engine engine(m, chat_engine_config(args, m));
+  const model::LlamaModel m(model::load_model(path, o.weights));
+  engine::Engine engine(m, chat_engine_config(o, m));
 
   const bool terminal = ::isatty(STDIN_FILENO) != 0;
   if (terminal)

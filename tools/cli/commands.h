@@ -22,18 +22,19 @@ int versions(const std::vector<std::string>& args);
 /// `inferlab analyze [--model M] [--device D] [--batch B] [--context L] [--prompt P] [--weights W] [--kv K]
 /// [--json] | --list | --audit [--markdown]`: the analytic calculator (runtime/analysis).
 int analyze(const std::vector<std::string>& args);
-/// `inferlab generate --model M (--prompt TEXT [--chat [--system TEXT]] | --prompt-ids IDS | --trace FILE)
-/// [options]`: generation on a Llama model (chapters 07–08) — one prompt as token ids, or as text
-/// (the generated text streamed), or a JSON-lines trace through the serving engine.
+/// `inferlab generate --model M (--prompt TEXT | --prompt-ids IDS | --trace FILE) [options]`: generation
+/// on a Llama model (chapters 07–08) — one prompt as token ids, or as text (the generated text
+/// streamed), or a JSON-lines trace through the serving engine. Its options: generate.cpp's table
+/// with the shared ones (engine_options.h, sampling_options.h, ranks.h); `--help` lists them.
 int generate(const std::vector<std::string>& args);
 /// `inferlab tokenize --model M (--text TEXT | --decode IDS) [--no-special]`: a GGUF model's
 /// byte-level BPE tokenizer (chapter 08, runtime/tokenizer) — text to ids, ids to text.
 int tokenize(const std::vector<std::string>& args);
-/// `inferlab chat --model M [--system TEXT] [--max-new-tokens N] [options]`: an interactive chat
+/// `inferlab chat --model M [options]`: an interactive chat
 /// (chapter 08) on stdin / stdout — a terminal or a pipe — through one serving engine whose
 /// prefix cache keeps the conversation's earlier turns; Ctrl-C stops a reply.
 int chat(const std::vector<std::string>& args);
-/// `inferlab serve --model M [--host H] [--port N] [options]`: an OpenAI-compatible HTTP server
+/// `inferlab serve --model M [options]`: an OpenAI-compatible HTTP server
 /// (chapter 09) over the serving engine on its own thread (openai_server.h); stops on SIGINT or
 /// SIGTERM, exit code 0.
 int serve(const std::vector<std::string>& args);

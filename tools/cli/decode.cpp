@@ -12,7 +12,7 @@
 #include "common/npy.h"
 #include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
-#include "tools/cli/args.h"
+#include "common/args.h"
 #include "tools/cli/commands.h"
 
 namespace inferlab::cli {

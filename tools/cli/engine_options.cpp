@@ -7,38 +7,82 @@
 #include "common/backend.h"
 #include "common/check.h"
 #include "kernels/kv/kv_format.h"
+#include "tools/cli/command_line.h"
 
 namespace inferlab::cli {
 
-std::set<std::string> engine_option_names() {
-  return {"policy",      "block-size",        "num-blocks",  "max-seqs",        "budget", "chunk",
-          "no-chunking", "no-prefix-caching", "max-seq-len", "simulated-clock", "backend", "kv-dtype"};
+void add_engine_options(CLI::App& app, EngineOptions& options) {
+  engine::EngineConfig& c = options.config;
+  const std::string group = "engine options";
+  const auto number = [&](const std::string& name, int64_t& field, const std::string& help) {
+    return app.add_option(name, field, help)->type_name("N")->check(integer_in(1))->capture_default_str()->group(group);
+  };
+  app.add_option_function<std::string>(
+         "--policy",
+         [&c](const std::string& policy) {
+           require(policy == "continuous" || policy == "static", "--policy", policy, "must be continuous or static");
+           c.policy = policy == "static" ? engine::BatchingPolicy::static_batch : engine::BatchingPolicy::continuous;
+         },
+         "how requests are batched: continuous (vLLM's) or static, a batch run to its end")
+      ->type_name("continuous|static")
+      ->default_str(std::string(to_string(c.policy)))
+      ->group(group);
+  number("--block-size", c.block_size, "tokens per KV block");
+  number("--num-blocks", c.num_blocks, "blocks in the KV pool: its memory");
+  number("--max-seqs", c.max_num_seqs, "sequences in the running batch");
+  options.budget = number("--budget", c.max_num_batched_tokens, "most tokens of one step");
+  number("--chunk", c.chunk_size, "most prompt tokens of one sequence per step");
+  app.add_flag_callback(
+         "--no-chunking", [&c] { c.chunked_prefill = false; },
+         "prefill a prompt whole (the budget is then at least --max-seq-len)")
+      ->group(group);
+  app.add_flag_callback(
+         "--no-prefix-caching", [&c] { c.prefix_caching = false; }, "compute every prompt's blocks, shared or not")
+      ->group(group);
+  app.add_option("--max-seq-len", options.max_seq_len, "most tokens of one request, prompt and reply")
+      ->type_name("N")
+      ->check(integer_in(1))
+      ->default_str("the model's")
+      ->group(group);
+  app.add_flag_callback(
+         "--simulated-clock", [&c] { c.clock = engine::ClockMode::simulated; },
+         "time advances by a cost model per step, not the wall clock")
+      ->group(group);
+  app.add_option_function<std::string>(
+         "--backend", [&c](const std::string& name) { c.backend = parse_backend(name); },
+         "where the model runs; sim and cuda keep the weights and the KV pool on the device")
+      ->type_name("cpu|sim|cuda")
+      ->default_str(std::string(to_string(c.backend)))
+      ->group(group);
+  app.add_option_function<std::string>(
+         "--kv-dtype",
+         [&c](const std::string& name) {
+           try {
+             c.kv_format = parse_kv_format(name);
+           } catch (const std::invalid_argument& e) {
+             throw std::invalid_argument(std::string("--kv-dtype: ") + e.what());
+           }
+         },
+         "the KV cache's format, on cpu only: INT8 with per-token scales, FP8 E4M3 with one scale a row (chapter 04)")
+      ->type_name("fp32|fp16|int8|int8/fp16-scales|fp8")
+      ->default_str(c.kv_format.name())
+      ->group(group);
 }
 
-engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m) {
-  const auto integer = [&](const std::string& name, int64_t fallback) { return args.integer(name).value_or(fallback); };
-  engine::EngineConfig c;
-  const std::string policy = args.get_or("policy", "continuous");
-  require(policy == "continuous" || policy == "static", "--policy", policy, "must be continuous or static");
-  c.policy = policy == "static" ? engine::BatchingPolicy::static_batch : engine::BatchingPolicy::continuous;
-  c.block_size = integer("block-size", 16);
-  c.num_blocks = integer("num-blocks", 256);
-  c.max_num_seqs = integer("max-seqs", 16);
-  c.max_num_batched_tokens = integer("budget", 256);
-  c.chunk_size = integer("chunk", 256);
-  c.chunked_prefill = !args.has("no-chunking");
-  c.prefix_caching = !args.has("no-prefix-caching");
-  c.max_seq_len = integer("max-seq-len", m.config().max_seq_len);
-  if (!c.chunked_prefill && !args.has("budget"))
+engine::EngineConfig engine_config(const EngineOptions& options, const model::LlamaModel& m) {
+  engine::EngineConfig c = options.config;
+  c.max_seq_len = options.max_seq_len.value_or(m.config().max_seq_len);
+  if (!c.chunked_prefill && options.budget->count() == 0)
     c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_seq_len);
-  c.clock = args.has("simulated-clock") ? engine::ClockMode::simulated : engine::ClockMode::real;
-  c.backend = parse_backend(args.get_or("backend", "cpu"));
-  try {
-    c.kv_format = parse_kv_format(args.get_or("kv-dtype", "fp32"));
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--kv-dtype: ") + e.what());
-  }
   return c;
+}
+
+void add_weights_option(CLI::App& app, std::optional<WeightFormat>& format) {
+  app.add_option_function<std::string>(
+         "--weights", [&format](const std::string& name) { format = parse_weight_format(name); },
+         "convert every matrix to this format on load")
+      ->type_name("f32|f16|bf16|q8_0|q4_0|q4_1")
+      ->default_str("the file's own: fp32 for a llama2.c checkpoint, Q4_1/Q8_0 for SmolLM2's GGUF");
 }
 
 }  // namespace inferlab::cli

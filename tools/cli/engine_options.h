@@ -1,26 +1,39 @@
 #pragma once
 /// @file engine_options.h
-/// The serving engine's options, read the same way by every command that runs one
-/// (`inferlab generate`, `inferlab serve`): --policy, --block-size, --num-blocks, --max-seqs,
-/// --budget, --chunk, --no-chunking, --no-prefix-caching, --max-seq-len, --simulated-clock,
-/// --backend, --kv-dtype (the KV cache's format: fp32, fp16, int8, int8/fp16-scales, fp8).
+/// The serving engine's options, declared once for every command that runs one (`inferlab
+/// generate`, `inferlab serve`): each is bound to the engine::EngineConfig field it sets, and its
+/// default is that field's default (EngineConfig's own), so `--help` shows what the engine uses.
+/// Also --weights, the matrices' format on load, shared by every command that loads a model.
 
-#include <set>
-#include <string>
+#include <optional>
 
-#include "common/args.h"
+#include <CLI/CLI.hpp>
+
+#include "kernels/layers/weight.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
 
 namespace inferlab::cli {
 
-/// The option names engine_config() reads (for Args::check_known); "no-chunking",
-/// "no-prefix-caching" and "simulated-clock" are flags.
-std::set<std::string> engine_option_names();
+/// The engine settings a command line gives, before the model is known.
+struct EngineOptions {
+  engine::EngineConfig config;          ///< the fields the options set; the others keep their defaults
+  std::optional<int64_t> max_seq_len;   ///< --max-seq-len; else the model's
+  const CLI::Option* budget = nullptr;  ///< --budget as added (whether it was given)
+};
 
-/// The engine settings of @p args for model @p m: the defaults of `inferlab generate --help`
-/// (16-token blocks, 256 of them, 16 sequences, a 256-token budget and chunk, the model's
-/// max_seq_len). Throws std::invalid_argument naming an option whose value is not valid.
-engine::EngineConfig engine_config(const Args& args, const model::LlamaModel& m);
+/// Adds the engine options to @p app in the group "engine options", bound to @p options:
+/// --policy, --block-size, --num-blocks, --max-seqs, --budget, --chunk, --no-chunking,
+/// --no-prefix-caching, --max-seq-len, --simulated-clock, --backend, --kv-dtype. A value that is
+/// not valid throws std::invalid_argument naming the option while the line is parsed.
+void add_engine_options(CLI::App& app, EngineOptions& options);
+
+/// The engine settings of @p options for model @p m: --max-seq-len defaults to the model's; with
+/// --no-chunking and no --budget, a step's budget is at least max_seq_len (a whole prompt).
+engine::EngineConfig engine_config(const EngineOptions& options, const model::LlamaModel& m);
+
+/// Adds --weights f32|f16|bf16|q8_0|q4_0|q4_1 to @p app, bound to @p format (nullopt: the file's
+/// own formats).
+void add_weights_option(CLI::App& app, std::optional<WeightFormat>& format);
 
 }  // namespace inferlab::cli

@@ -36,22 +36,23 @@ const char* kUsage = R"(usage: inferlab <command> [options]
   analyze --list [--json]   the built-in models and devices
   analyze --audit [--markdown]   the source article's figures, audited (text or a Markdown table)
   analyze --kv-waste        chapter 06's KV-memory table (analyze --help)
-  generate --model models/stories260K.bin --prompt-ids 1 [--max-new-tokens N] [--greedy] [--ids]
+  generate --model models/stories260K.bin --prompt-ids 1 [options]
                             generate token ids on a Llama model (llama2.c checkpoint or random:<preset>)
-  generate --model smollm2 --prompt TEXT [--chat [--system TEXT]] [--max-new-tokens N] [--ids]
+  generate --model smollm2 --prompt TEXT [--chat] [options]
                             generate text with a GGUF model's tokenizer, streamed, optionally in its chat
                             template; a summary line (tokens, tokens/s) on stderr
-  generate --model M --trace FILE.jsonl [--out metrics.json] [--policy continuous|static] …
-                            replay a request trace through the serving engine (generate --help)
+  generate --model M --trace FILE.jsonl [options]
+                            replay a request trace through the serving engine (generate --help: the options)
   tokenize --model smollm2 (--text TEXT | --decode IDS) [--no-special]
                             a GGUF model's tokenizer: the ids of TEXT on one line, or the text of IDS
-  chat --model smollm2 [--system TEXT] [--max-new-tokens N] [--temperature T --top-p P --seed S]
+  chat --model smollm2 [options]
                             an interactive chat on stdin (a terminal or a pipe), replies streamed; one
                             engine whose prefix cache keeps the earlier turns; /reset, /quit, Ctrl-C
-  serve --model smollm2 [--host 127.0.0.1] [--port 8000] [--max-tokens N] [engine options]
+  serve --model smollm2 [options]
                             an OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions
-                            (JSON or streamed events), /v1/models, /health; SIGINT/SIGTERM stops it
-  help [COMMAND]            this text, or COMMAND's own usage (as COMMAND --help; every command has one)
+                            (JSON or streamed events), /v1/models, /health, /metrics; SIGINT/SIGTERM stops it
+  help [COMMAND]            this text, or COMMAND's own usage and options (as COMMAND --help; every command
+                            has one)
 
 The ./inferlab launcher at the top of the source tree also offers: test, grade, student, bench, docs.
 )";

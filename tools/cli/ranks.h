@@ -22,7 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "common/args.h"
+#include <CLI/CLI.hpp>
+
+#include "common/backend.h"
 #include "kernels/layers/weight.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/parallel/communicator.h"
@@ -33,22 +35,27 @@ namespace inferlab::cli {
 struct RankSplit {
   int tp = 1;             ///< tensor-parallel ranks (--tp)
   int pp = 1;             ///< pipeline stages (--pp)
-  int micro_batches = 1;  ///< micro-batches a step is cut into on a pipeline (--micro-batches)
+  int micro_batches = 4;  ///< micro-batches a step is cut into on a pipeline (--micro-batches)
   /// The ranks mpirun starts: tp · pp (one of them is 1).
   int ranks() const { return tp * pp; }
 };
 
-/// --tp, --pp and --micro-batches in @p args (1, 1 and 4 without them; --micro-batches only
-/// with --pp). Throws std::invalid_argument naming the option when --tp or --pp is not in
-/// [1, 64], both are above 1 (the lab splits a model one way at a time), or --micro-batches is
-/// not in [1, 256] or is given without --pp.
-RankSplit rank_split(const Args& args);
+/// Adds --tp N, --pp N and --micro-batches M to @p app in the group "model split (chapter 10)",
+/// bound to @p split: --tp and --pp in [1, 64], --micro-batches in [1, 256] (default 4, used with
+/// --pp only). Call check_split() once the line is parsed.
+void add_split_options(CLI::App& app, RankSplit& split);
 
-/// Checks, before any rank starts, what would make every rank fail: a backend other than cpu
+/// Checks what the options cannot check alone, once @p app has parsed the line: not both --tp and
+/// --pp above 1 (the lab splits a model one way at a time), --micro-batches only with --pp N > 1
+/// (without a pipeline @p split's micro_batches becomes 1). Throws std::invalid_argument naming
+/// the option.
+void check_split(const CLI::App& app, RankSplit& split);
+
+/// Checks, before any rank starts, what would make every rank fail: a @p backend other than cpu
 /// (--backend), and a model at @p path (in @p format) that cannot be split so
 /// (parallel::check_tensor_split(), parallel::pipeline_split()). Throws std::invalid_argument
 /// naming the option.
-void check_split_options(const Args& args, const std::string& path, std::optional<WeightFormat> format,
+void check_split_options(Backend backend, const std::string& path, std::optional<WeightFormat> format,
                          const RankSplit& split);
 
 /// This executable's path (/proc/self/exe resolved: in mpirun's children that link would name
