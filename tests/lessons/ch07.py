@@ -1,6 +1,7 @@
 """Chapter 07's numbers: the predict-first arithmetic of a decode step of the benchmark model (its
 parameters, bytes, FLOPs and AI from its shapes), the batch and GEMM tables from
 docs/plots/ch07-bench.json, and the serving tables (b)–(d) from docs/plots/ch07-serving.json."""
+import math
 import sys
 from pathlib import Path
 
@@ -151,4 +152,23 @@ def claims(lab):
           Claim(r"the 128-block throughput — ([\d.]+)× what static batching served with ([\d.]+) times the memory",
                 [r40["tokens_per_s"] / static0["tokens_per_s"], 2048 / 640], "40 blocks / static; 2048 / 640 tokens"),
           Claim(r"^repeats \(b\)'s run: ([\d.]+) vs ([\d.]+) tokens/s", [d[128][0]["tokens_per_s"], cont0["tokens_per_s"]], "(d) and (b)")]
+    # (c): the short requests' TPOT by the engine's rule (runtime/engine/metrics.cpp: nearest rank, the smallest value
+    # with ≥ q% at or below it), from the requests in the JSON; the gaps over all requests from the summary.
+    def rank(values, q):
+        values = sorted(values)
+        return values[max(1, math.ceil(q / 100 * len(values))) - 1]
+
+    def short_tpot(name):
+        reqs = next(r["result"]["run"]["requests"] for r in serving["runs"] if r["result"]["name"] == name)
+        tp = [r["tpot"] for r in reqs if r["prompt_tokens"] <= 64 and r["tpot"] >= 0]
+        return rank(tp, 50), rank(tp, 99)
+    ch50, ch99 = short_tpot("chunked prefill (chunk 64, budget 96)")
+    wh50, wh99 = short_tpot("whole prompts (budget 1024)")
+    for label, (p50, p99), summ in ((r"chunked prefill \(64\)", (ch50, ch99), chunked), ("whole prompts", (wh50, wh99), whole)):
+        c.append(Claim(r"^\| " + label + r" \| [^|]+ \| ([\d.]+) / ([\d.]+) \| (?:\*\*)?([\d.]+)(?:\*\*)? / (?:\*\*)?([\d.]+)(?:\*\*)? \|",
+                       [p50, p99, summ["itl_s"]["p99"], summ["itl_max_s"]], f"(c) {label}: short TPOT; ITL p99, max over all"))
+    c += [Claim(r"own TPOT p99 rises by a fifth \((\d+)%\)", [100 * (ch99 / wh99 - 1)], "short requests' TPOT p99, chunked / whole"),
+          Claim(r"^  p99 rises (\d+)% \(([\d.]+) vs ([\d.]+) s\)", [100 * (ch99 / wh99 - 1), ch99, wh99], "the same"),
+          Claim(r"the typical gap grows \(ITL p99 ([\d.]+) vs ([\d.]+) s\)", [chunked["itl_s"]["p99"], whole["itl_s"]["p99"]],
+                "itl_s p99")]
     return c
