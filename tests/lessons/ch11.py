@@ -22,7 +22,12 @@ Q4_1_INSTRUCTIONS = 124  # "about 124": the lesson's count for Q4_1
 WRONG_BEFORE = [("1.87 op/byte (x and y add 0.9%", "1.87 op/byte (x and y add 0.7%"),
                 ("to 43–45% of the int8 ceiling", "to 43–56% of the int8 ceiling"),
                 ("M = 64 … 512; 34–37% for the down", "M = 64 … 512; 34–42% for the down"),
-                ("and Q4_0 reach 27–50% from M = 32 on", "and Q4_0 reach 33–50% from M = 32 on")]
+                ("and Q4_0 reach 27–50% from M = 32 on", "and Q4_0 reach 33–50% from M = 32 on"),
+                ("the 30 MB head at 33 GB/s by median", "the 30 MB head at 42 GB/s by median"),
+                ("not the 11× a memory-bound step", "not the 5× a memory-bound step")]
+# The prefill profile's shares (perf record, one uncommitted run): GEMM + quantization, attention, SwiGLU, norms + RoPE.
+PROFILE = (55, 24, 8, 4)
+L2_BYTES, ACTIVATION_BYTES, MR = 2 * 2 ** 20, 44, 4  # sysconf's L2 here; sizeof(Activation): d, s, start, 32 codes
 
 
 def gemm_ai(m, out, inp, w):
@@ -201,4 +206,20 @@ def claims(lab):
           Claim(r"^([\d.]+)× to ([\d.]+)×\. The ratios move",
                 [old["decode_tokens_per_s"] / lc["decode_tokens_per_s"], peer["lab_over_llama_cpp_decode"]], "(d)"),
           Claim(r"^([\d.]+)× and ([\d.]+)×\. llama\.cpp here", [722 / 142, 139 / 63], "the earlier run: 722 / 142, 139 / 63")]
+    # The head's GEMV (M = 1, Q8_0, packed) in ch11-gemm.json: the median and the best call's GB/s.
+    head = next(r for r in lab.json("ch11-gemm.json")["rows"] if r["format"] == "Q8_0" and r["shape"] == "49152x576"
+                and r["kernel"] == "packed" and r["M"] == 1)
+    c.append(Claim(r"the \d+ MB head at (\d+) GB/s by median, (\d+) by its best call", [head["GB/s"], head["best_GOP/s"] / head["AI"]],
+                   "GB/s; best_GOP/s / AI"))
+    # MC (kernels/quant/cpu_packed_microkernel.h): half the L2 over a row's activations, a multiple of MR.
+    mc = (L2_BYTES // 2) // ((GATE_IN // 32) * ACTIVATION_BYTES) // MR * MR
+    c.append(Claim(r"^~(" + NUMBER + r") rows of 576 values", [mc], "1 MiB / (18 blocks × 44 B), to the hundred", rel=50 / mc))
+    c.append(Claim(r"^RoPE at 4%, the remaining (\d+)% elsewhere", [100 - sum(PROFILE)], "100 − 55 − 24 − 8 − 4"))
+    # A memory-bound step's speed-up at B = 32: B × the bytes of a B = 1 step / the bytes of a B = 32 step.
+    step = {b: b * mod[f"decode_batch,kv=int8/{b}"]["packed_GB/s"] / mod[f"decode_batch,kv=int8/{b}"]["packed_tokens/s"]
+            for b in (1, 32)}
+    c += [Claim(r"not the (\d+)× a memory-bound step would give \((\d+)$", [32 * step[1] / step[32], 32],
+                "32 × bytes(1) / bytes(32)"),
+          Claim(r"^tokens for (\d+) MB a step against 1 for (\d+) MB, the bytes of ch11-model\.json",
+                [step[32] * 1e3, step[1] * 1e3], "GB/s / tokens/s × B")]
     return c
