@@ -13,7 +13,7 @@ greedy (`temperature: 0`), with `max_tokens: n` and `ignore_eos: true` (vLLM's e
 exactly n tokens whatever the model would end on, so a run's work is fixed by its lengths). On
 /v1/completions (the default) the prompt is a list of token ids, so its length is exact; on
 /v1/chat/completions it is words, and only the server's `usage` says how many tokens they made.
-  - lengths: `--lengths sharegpt|alpaca`, chapter 06's workloads (runtime/analysis/kv_capacity.h,
+  - lengths: `--lengths sharegpt|alpaca`, chapter 06's workloads (analysis/kv_capacity.h,
     `sample_requests`): geometric lengths with the means of the vLLM paper's Fig. 11 (ShareGPT
     prompt 161.31 / output 337.99 tokens, Alpaca 19.31 / 58.45), drawn with the same generator
     and the same algorithm, so `--seed S` gives the C++ sampler's lengths exactly (then cut at

@@ -1,5 +1,5 @@
 """The workload of `./inferlab bench serve` (tools/bench_serve.py, chapter 09): what each request
-sends and when. Chapter 06's request lengths (runtime/analysis/kv_capacity.cpp's sample_requests,
+sends and when. Chapter 06's request lengths (analysis/kv_capacity.cpp's sample_requests,
 reproduced bit for bit: the same 64-bit Mersenne Twister, the same inverse-CDF geometric draws,
 the same redraws and cuts), random prompt ids, Poisson arrivals, and request traces in the
 format of runtime/engine/trace.h (read, and written for `inferlab generate --trace`). Pure
@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 # ---------------------------------------------------------------------------------------------
-# Request lengths: chapter 06's sampler (runtime/analysis/kv_capacity.cpp), bit for bit.
+# Request lengths: chapter 06's sampler (analysis/kv_capacity.cpp), bit for bit.
 # ---------------------------------------------------------------------------------------------
 
 # The means of the vLLM paper's Fig. 11 legend (Kwon et al., SOSP 2023, arXiv:2309.06180).

@@ -20,7 +20,7 @@
 //    element bytes (block 16, d 128: 4 KiB of fp16, 2 KiB of INT8), one per block.
 // 2. Memory (printed before the timings): the share of reserved KV bytes holding tokens and the
 //    sequences that fit in 16 GiB, contiguous max-length vs paged, for LLaMA-7B (fp16 KV) and
-//    the ShareGPT lengths of runtime/analysis/kv_capacity.h — the table of
+//    the ShareGPT lengths of analysis/kv_capacity.h — the table of
 //    `./inferlab analyze --kv-waste`.
 //
 //   ./inferlab bench ch06 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -43,6 +43,9 @@
 #include <string>
 #include <utility>
 
+#include "analysis/inference_cost.h"
+#include "analysis/kv_capacity.h"
+#include "analysis/model_shape.h"
 #include "chapters/03-kv-cache-decode/random_cache.h"
 #include "chapters/04-int8-kv-cache/random_int8_cache.h"
 #include "chapters/bench_calls.h"
@@ -51,9 +54,6 @@
 #include "kernels/kv/kv_factories.h"
 #include "kernels/primitives/cpu_simd.h"
 #include "kernels/registry.h"
-#include "runtime/analysis/inference_cost.h"
-#include "runtime/analysis/kv_capacity.h"
-#include "runtime/analysis/model_shape.h"
 
 namespace {
 
@@ -184,7 +184,7 @@ void BM_RandomChunks(benchmark::State& state) {
 void print_memory_table() {
   const analysis::KvWasteSettings settings =
       analysis::kv_waste_settings(analysis::find_model("llama-7b"), analysis::KvFormat::fp16);
-  std::cout << "== memory: contiguous max-length reservation vs paged blocks (runtime/analysis/kv_capacity.h)\n";
+  std::cout << "== memory: contiguous max-length reservation vs paged blocks (analysis/kv_capacity.h)\n";
   analysis::print_kv_waste_report(std::cout, analysis::kv_waste_report(settings));
   std::cout << "\n== time: one decode step, contiguous (block_size 0) vs paged over scattered blocks\n";
 }

@@ -1,5 +1,5 @@
 // Chapter 06's part of `inferlab tour`: PagedAttention. The memory a contiguous max-length
-// reservation wastes and what paging keeps (runtime/analysis/kv_capacity.h, LLaMA-7B sizes);
+// reservation wastes and what paging keeps (analysis/kv_capacity.h, LLaMA-7B sizes);
 // one decode step over the same tokens held contiguously and paged over scattered blocks —
 // cpu/decode_simd timed side by side, cuda/decode on the emulator, both against the float64
 // oracle; then the block manager sharing a system prompt through the prefix cache and a fork
@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "analysis/inference_cost.h"
+#include "analysis/kv_capacity.h"
+#include "analysis/model_shape.h"
 #include "chapters/03-kv-cache-decode/random_cache.h"
 #include "chapters/tour.h"
 #include "common/compare.h"
 #include "common/rng.h"
 #include "kernels/kv/kv_factories.h"
 #include "kernels/registry.h"
-#include "runtime/analysis/inference_cost.h"
-#include "runtime/analysis/kv_capacity.h"
-#include "runtime/analysis/model_shape.h"
 #include "runtime/paged/block_manager.h"
 
 namespace inferlab {

@@ -65,7 +65,8 @@
 #include "common/backend.h"
 #include "common/json.h"
 #include "kernels/layers/weight.h"
-#include "runtime/model/gguf.h"
+#include "runtime/engine/make_model_runner.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/model_files.h"
 #include "runtime/model/model_runner.h"
@@ -214,8 +215,8 @@ struct DeviceSetup {
   static constexpr int64_t kBlock = 16, kPerSeq = kContext / kBlock + 1;
   std::unique_ptr<model::ModelRunner> runner;
   DeviceSetup()
-      : runner(model::make_model_runner(model_for("file"), Backend::cuda, kMaxBatch, kPerSeq * kBlock,
-                                        KvPaging{kBlock, kMaxBatch * kPerSeq})) {}
+      : runner(engine::make_model_runner(model_for("file"), Backend::cuda, kMaxBatch, kPerSeq * kBlock,
+                                         KvPaging{kBlock, kMaxBatch * kPerSeq})) {}
   static std::vector<int32_t> table(int64_t b) {
     std::vector<int32_t> t;
     for (int64_t i = 0; i < kPerSeq; ++i) t.push_back(int32_t(b * kPerSeq + i));

@@ -13,7 +13,7 @@
 #include "chapters/tour.h"
 #include "common/timer.h"
 #include "runtime/engine/engine.h"
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/model_files.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"

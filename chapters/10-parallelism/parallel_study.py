@@ -45,7 +45,7 @@ ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONF
 # 9.3–11.8 µs. 8× RTX 4090 over PCIe: nccl issue #1530's all_reduce_perf, 42.14 µs for 8 bytes
 # (out of place; 40.06 in place).
 LINKS = {"NVLink (H100, sglang #2904)": 6.8e-6, "PCIe (RTX 4090, nccl #1530)": 42e-6}
-# H100 SXM's memory bandwidth, NVIDIA's spec sheet (runtime/analysis/device_spec.cpp): 3.35 TB/s.
+# H100 SXM's memory bandwidth, NVIDIA's spec sheet (analysis/device_spec.cpp): 3.35 TB/s.
 H100_BYTES_PER_S = 3.35e12
 # Decoders to project: the fp16 bytes a decode step reads, and the layers. SmolLM2-135M: 269.1 MB
 # (chapter 08's f16 row), 30 layers; Llama-2-70B's shape (hidden 8192, 80 layers, 64 / 8 heads,

@@ -28,6 +28,7 @@
 
 #include "common/ceil_div.h"
 #include "common/check.h"
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/engine/sampling.h"
 
 namespace inferlab::engine {
@@ -91,8 +92,8 @@ Engine::Engine(const model::LlamaModel& model, EngineConfig config)
     : model_(model),
       config_(validated(config, model)),
       manager_(config_.num_blocks, config_.block_size, config_.prefix_caching),
-      runner_(model::make_model_runner(model, config_.backend, config_.max_num_seqs, config_.max_seq_len,
-                                       KvPaging{config_.block_size, config_.num_blocks}, config_.kv_format)) {}
+      runner_(make_model_runner(model, config_.backend, config_.max_num_seqs, config_.max_seq_len,
+                                KvPaging{config_.block_size, config_.num_blocks}, config_.kv_format)) {}
 
 int64_t Engine::tokens_to_generate() const {
   int64_t tokens = 0;

@@ -24,7 +24,7 @@
 
 #include <string>
 
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_weights.h"
 

@@ -26,7 +26,6 @@
 #include "kernels/layers/layers.h"
 #include "kernels/paged/prefill_with_cache.h"
 #include "runtime/parallel/communicator.h"
-#include "runtime/parallel/pipeline_parallel.h"
 
 namespace inferlab::model {
 
@@ -122,7 +121,7 @@ Tensor<float> LlamaModel::forward_stage(const StepPlan& plan, KvCache& cache) co
   const int64_t dim = config().dim, vocab = config().vocab_size, n = int64_t(plan.logits_indices.size());
   // The last stage gathers the step's logits row by row, micro-batch after micro-batch.
   Tensor<float> logits({p.last() || p.first() ? n : 0, vocab});
-  for (const parallel::MicroBatch& mb : parallel::split_micro_batches(plan, p.micro_batches)) {
+  for (const MicroBatch& mb : split_micro_batches(plan, p.micro_batches)) {
     const std::vector<int64_t> chunk_lengths = apply_plan(mb.plan, cache);
     Tensor<float> x({int64_t(mb.plan.token_ids.size()), dim});
     if (p.first())

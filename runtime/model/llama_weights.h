@@ -60,7 +60,7 @@ struct PipelineStage {
   int stage = 0;             ///< this stage: 0 … stages − 1 (its rank)
   int stages = 1;            ///< stages the model is split over (1: not split)
   int64_t layer_begin = 0;   ///< the model's index of this stage's first layer
-  int micro_batches = 1;     ///< micro-batches a step is cut into (pipeline_parallel.h: split_micro_batches())
+  int micro_batches = 1;     ///< micro-batches a step is cut into (step_plan.h: split_micro_batches())
   /// True when the model is split over more than one stage.
   bool split() const { return stages > 1; }
   /// True on the stage that embeds the tokens (and on the whole model).

@@ -65,7 +65,7 @@ class ModelRunner {
   Tensor<float> run(const StepPlan& plan);
 
  protected:
-  /// Keeps @p model, @p shape, @p paging and @p kv_format (validated by make_model_runner()).
+  /// Keeps @p model, @p shape, @p paging and @p kv_format (validated by engine::make_model_runner()).
   ModelRunner(const LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging,
               const KvFormat& kv_format = KvFormat::fp32())
       : model_(model), shape_(shape), paging_(paging), kv_format_(kv_format) {}
@@ -79,18 +79,12 @@ class ModelRunner {
   KvFormat kv_format_;
 };
 
-/// A runner for @p model on @p backend with a paged KV pool of @p paging.num_blocks blocks of
-/// @p paging.block_size tokens per layer, its rows stored in @p kv_format (fp32 by default;
-/// kv_format.h, parse_kv_format() reads "fp16", "int8", "int8/fp16-scales", "fp8"), and @p rows
-/// sequences of up to @p max_seq_len tokens per step. The cpu runner takes every format the
-/// forward does (check_kv_format(): all but INT8 per-channel); the sim and cuda runners keep an
-/// fp32 pool (device_runner.cu: their KV write and attention kernels over the pool are fp32
-/// ones) and refuse any other format. A model split over ranks (chapter 10: a tensor-parallel
-/// shard or a pipeline stage) gets rank 0's leader runner (runtime/parallel/rank_runner.h), on
-/// cpu only. Throws std::invalid_argument for a size that is not positive, a max_seq_len past the model's, a backend not available here (require_available:
-/// cuda needs nvcc and a GPU), or a @p kv_format the backend cannot run (naming "kv_format").
-std::unique_ptr<ModelRunner> make_model_runner(const LlamaModel& model, Backend backend, int64_t rows,
-                                               int64_t max_seq_len, const KvPaging& paging,
-                                               const KvFormat& kv_format = KvFormat::fp32());
+/// The cpu runner of @p model: LlamaModel::forward (batch-invariant, bit-exact) over a host KV
+/// pool of @p shape and @p paging in @p kv_format, sizes and format already checked. Make a runner
+/// with engine::make_model_runner() (runtime/engine/make_model_runner.h), which checks them and
+/// picks this one, a device runner (device_runner.h) or a split model's leader
+/// (runtime/parallel/rank_runner.h).
+std::unique_ptr<ModelRunner> make_cpu_runner(const LlamaModel& model, const KvCacheShape& shape, const KvPaging& paging,
+                                             const KvFormat& kv_format);
 
 }  // namespace inferlab::model

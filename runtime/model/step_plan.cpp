@@ -213,4 +213,41 @@ StepPlan decode_step_plan(std::span<const uint8_t> bytes) {
   return plan;
 }
 
+std::vector<MicroBatch> split_micro_batches(const StepPlan& plan, int micro_batches) {
+  require(micro_batches >= 1, "micro_batches", micro_batches, "must be at least 1");
+  const int64_t tokens = int64_t(plan.token_ids.size());
+  const int64_t m = std::min<int64_t>(micro_batches, tokens);
+  if (m <= 1 || plan.block_tables.empty()) {  // one micro-batch: the plan itself
+    MicroBatch whole{plan, {}};
+    for (size_t r = 0; r < plan.logits_indices.size(); ++r) whole.logits_rows.push_back(int64_t(r));
+    return {whole};
+  }
+  std::vector<MicroBatch> out(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t lo = j * tokens / m, hi = (j + 1) * tokens / m;  // this slice of the packed tokens
+    MicroBatch& mb = out[size_t(j)];
+    for (int64_t i = 0; i < plan.num_seqs(); ++i) {
+      const int64_t a = plan.cu_seqlens_q[size_t(i)], b = plan.cu_seqlens_q[size_t(i) + 1];
+      const int64_t s = std::max(a, lo), e = std::min(b, hi);
+      if (s >= e) continue;
+      // The sequence's tokens [s, e): its context ends at e (its tokens after e come later).
+      const int64_t context = plan.context_lens[size_t(i)] - (b - e);
+      mb.plan.add_sequence(std::span(plan.token_ids).subspan(size_t(s), size_t(e - s)),
+                           std::span(plan.slot_mapping).subspan(size_t(s), size_t(e - s)), context,
+                           plan.block_tables[size_t(i)], false);
+      const int64_t local = int64_t(mb.plan.token_ids.size()) - (e - s);  // the slice's first token here
+      for (size_t r = 0; r < plan.logits_indices.size(); ++r) {
+        const int64_t t = plan.logits_indices[r];
+        if (t >= s && t < e) {
+          mb.plan.logits_indices.push_back(local + (t - s));
+          mb.logits_rows.push_back(int64_t(r));
+        }
+      }
+    }
+  }
+  out[0].plan.block_copies = plan.block_copies;
+  out[0].plan.fresh_blocks = plan.fresh_blocks;
+  return out;
+}
+
 }  // namespace inferlab::model

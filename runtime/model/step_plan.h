@@ -85,4 +85,23 @@ void check_step_plan(const StepPlan& plan, const KvCache& cache);
 /// block_size⌉ blocks, as KvCache::max_blocks_per_seq().
 void check_step_plan(const StepPlan& plan, const KvCacheShape& shape, const KvPaging& paging);
 
+/// One micro-batch of a step (chapter 10's pipeline): a plan of its own, and where its logits go
+/// in the step's.
+struct MicroBatch {
+  StepPlan plan;                     ///< a slice of the step's tokens, itself a well-formed plan
+  std::vector<int64_t> logits_rows;  ///< per logits row of this plan: its row in the step's logits
+};
+
+/// Cuts paged @p plan's packed tokens into min(@p micro_batches, tokens) slices of as equal a
+/// size as whole tokens allow, in order; each is a plan of the sequences it has tokens of: their
+/// tokens, positions and slots, a context that ends at its last token (the tokens after it are
+/// not in the cache yet), the sequence's block table, and the logits indices that fall in it.
+/// The first micro-batch carries the step's block copies and fresh blocks (done before any
+/// write). Running the micro-batches in order through the forward gives the step's K/V and, row
+/// by row, its logits: what a pipeline stage of a model split over ranks runs
+/// (runtime/parallel/pipeline_parallel.h). A contiguous plan (no block tables: its rows are
+/// fixed) and an empty one are not cut. Throws std::invalid_argument naming "micro_batches" when
+/// it is below 1.
+std::vector<MicroBatch> split_micro_batches(const StepPlan& plan, int micro_batches);
+
 }  // namespace inferlab::model

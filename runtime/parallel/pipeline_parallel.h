@@ -18,7 +18,7 @@
 /// all-reduces a layer.
 ///
 /// A step's tokens are cut into micro-batches by position in the packed plan
-/// (split_micro_batches()): a decode batch's sequences go to different micro-batches, and a long
+/// (model::split_micro_batches(), step_plan.h): a decode batch's sequences go to different micro-batches, and a long
 /// prompt's chunk is cut into shorter chunks — the forward is invariant to how a prompt is
 /// chunked (llama_model.h), so a pipelined step's logits equal the whole model's bit for bit.
 /// Successive steps do not overlap: the engine samples step n's tokens before it plans step n + 1,
@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "runtime/model/llama_weights.h"
-#include "runtime/model/step_plan.h"
 
 namespace inferlab::parallel {
 
@@ -50,22 +49,6 @@ PipelineSplit pipeline_split(const model::LlamaConfig& config, int stage, int st
 /// For @p stages = 1 the stage is the model. Throws as pipeline_split(), naming
 /// "micro_batches" when it is below 1, and naming "weights" for a tensor-parallel shard.
 model::LlamaWeights stage_weights(const model::LlamaWeights& weights, int stage, int stages, int micro_batches = 1);
-
-/// One micro-batch of a step: a plan of its own, and where its logits go in the step's.
-struct MicroBatch {
-  model::StepPlan plan;             ///< a slice of the step's tokens, itself a well-formed plan
-  std::vector<int64_t> logits_rows; ///< per logits row of this plan: its row in the step's logits
-};
-
-/// Cuts paged @p plan's packed tokens into min(@p micro_batches, tokens) slices of as equal a
-/// size as whole tokens allow, in order; each is a plan of the sequences it has tokens of: their
-/// tokens, positions and slots, a context that ends at its last token (the tokens after it are
-/// not in the cache yet), the sequence's block table, and the logits indices that fall in it.
-/// The first micro-batch carries the step's block copies and fresh blocks (done before any
-/// write). Running the micro-batches in order through the forward gives the step's K/V and, row
-/// by row, its logits. A contiguous plan (no block tables: its rows are fixed) and an empty one
-/// are not cut. Throws std::invalid_argument naming "micro_batches" when it is below 1.
-std::vector<MicroBatch> split_micro_batches(const model::StepPlan& plan, int micro_batches);
 
 /// GPipe's bubble: the idle fraction (p − 1) / (m + p − 1) of each of @p stages stages when a
 /// step is cut into @p micro_batches micro-batches of equal cost. Throws std::invalid_argument

@@ -7,7 +7,7 @@
 ///     rank r:                         follow_leader_steps(): receive plan ──▶ its part's forward
 ///
 /// The engine, the scheduler and the sampler run on rank 0 only. Its model runner (the leader,
-/// which make_model_runner() builds for a split model on cpu) first sends the others the pool's
+/// which engine::make_model_runner() builds for a split model on cpu) first sends the others the pool's
 /// geometry, then each step's plan (encode_step_plan()), and runs its own part of the forward;
 /// every rank's forward meets the others' in the same collectives, in the same order
 /// (LlamaModel::forward: a shard's all-reduces, a stage's sends and receives), and each KV pool
@@ -25,7 +25,7 @@ namespace inferlab::parallel {
 
 /// Rank 0's runner of a split @p model (model.shard().split() or model.stage().split(), rank
 /// 0), cpu: sends the other ranks the pool's @p shape, @p paging and @p kv_format, then each
-/// plan before running its part. make_model_runner() calls it. Throws std::invalid_argument naming "rank" on another
+/// plan before running its part. engine::make_model_runner() calls it. Throws std::invalid_argument naming "rank" on another
 /// rank.
 std::unique_ptr<model::ModelRunner> make_leader_runner(const model::LlamaModel& model,
                                                                 const KvCacheShape& shape, const KvPaging& paging,

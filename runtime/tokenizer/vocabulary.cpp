@@ -4,7 +4,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 
 namespace inferlab::tokenizer {
 namespace {

@@ -1,4 +1,4 @@
-// The analytic calculator (runtime/analysis, `inferlab analyze`) against values computed by hand
+// The analytic calculator (analysis/, `inferlab analyze`) against values computed by hand
 // in the comments: KV-cache sizes, parameter counts, weights bytes, decode and prefill floors.
 #include <gtest/gtest.h>
 
@@ -8,13 +8,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/article_audit.h"
+#include "analysis/inference_cost.h"
+#include "analysis/report.h"
+#include "analysis/units.h"
 #include "common/cost.h"
 #include "common/json.h"
 #include "common/roofline.h"
-#include "runtime/analysis/article_audit.h"
-#include "runtime/analysis/inference_cost.h"
-#include "runtime/analysis/report.h"
-#include "runtime/analysis/units.h"
 
 namespace inferlab::analysis {
 namespace {

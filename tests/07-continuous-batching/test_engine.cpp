@@ -13,6 +13,7 @@
 #include <numeric>
 #include <set>
 
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/engine/sampling.h"
 #include "tests/07-continuous-batching/engine_fixture.h"
 #include "tests/support/seeded.h"
@@ -634,7 +635,7 @@ TEST(Ch07Engine, KvFormatIsValidatedNamingIt) {
     c.kv_format = format;
     expect_invalid([&] { c.validate(); }, {"kv_format", format.name()});
     expect_invalid([&] { engine::Engine e(model, c); }, {"kv_format", format.name()});
-    expect_invalid([&] { model::make_model_runner(model, Backend::cpu, 4, 32, {4, 16}, format); },
+    expect_invalid([&] { engine::make_model_runner(model, Backend::cpu, 4, 32, {4, 16}, format); },
                    {"kv_format", format.name()});
     Request r;
     r.prompt = {1, 2, 3};
@@ -647,7 +648,7 @@ TEST(Ch07Engine, KvFormatIsValidatedNamingIt) {
     c.backend = Backend::sim;
     EXPECT_NO_THROW(c.validate()) << format.name() << ": the backend's limit is the model runner's to name";
     expect_invalid([&] { engine::Engine e(model, c); }, {"kv_format", format.name(), "sim"});
-    expect_invalid([&] { model::make_model_runner(model, Backend::cuda, 4, 32, {4, 16}, format); },
+    expect_invalid([&] { engine::make_model_runner(model, Backend::cuda, 4, 32, {4, 16}, format); },
                    {"kv_format", format.name(), "cuda"});
     c.backend = Backend::cpu;
     EXPECT_EQ(engine::Engine(model, c).runner().kv_format(), format) << "the cpu runner takes " << format.name();

@@ -34,6 +34,7 @@
 #include "kernels/kv/kv_cache.h"
 #include "kernels/kv/kv_factories.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
@@ -399,7 +400,7 @@ TEST(ModelQuantizedKv, TheCpuRunnersPoolIsInItsFormat) {
   const Tensor<float> fp32_kv = logits_alone(model, tokens);
   for (const KvFormat& format :
        {KvFormat::int8(), KvFormat::int8(KeyScaling::per_token, ScaleDtype::fp16), KvFormat::fp8()}) {
-    const auto runner = model::make_model_runner(model, Backend::cpu, 1, T, {block, blocks}, format);
+    const auto runner = engine::make_model_runner(model, Backend::cpu, 1, T, {block, blocks}, format);
     EXPECT_EQ(runner->kv_format(), format);
     const Tensor<float> got = runner->run(plan);
     EXPECT_TRUE(same_floats(got.data(), logits_alone(model, tokens, format).data(), size_t(got.size())))

@@ -32,6 +32,7 @@
 #include "kernels/paged/cuda_prefill_with_cache.h"
 #include "kernels/paged/prefill_with_cache.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
@@ -364,8 +365,8 @@ TEST(ModelBackends, RunnerOfAMixedBatchMatchesTheCpuRunner) {
     const int64_t vocab = model.config().vocab_size, rows = 3, max_len = 40;
     const Tables t(rows, max_len, rng.seed());
     const KvPaging paging{kBlockSize, t.num_blocks};
-    const auto cpu = model::make_model_runner(model, Backend::cpu, rows, max_len, paging);
-    const auto device = model::make_model_runner(model, kTestBackend, rows, max_len, paging);
+    const auto cpu = engine::make_model_runner(model, Backend::cpu, rows, max_len, paging);
+    const auto device = engine::make_model_runner(model, kTestBackend, rows, max_len, paging);
     EXPECT_EQ(device->backend(), kTestBackend);
 
     std::vector<model::StepPlan> plans(3);
@@ -414,7 +415,7 @@ TEST(ModelBackends, ResidentRunnerMovesOnlyThePlanUpAndTheLogitsDown) {
   const Tables t(rows, max_len, rng.seed());
   const int64_t max_blocks = (max_len + kBlockSize - 1) / kBlockSize;
   const simt::TransferCounts before = simt::transfer_counts();
-  const auto device = model::make_model_runner(model, Backend::sim, rows, max_len, {kBlockSize, t.num_blocks});
+  const auto device = engine::make_model_runner(model, Backend::sim, rows, max_len, {kBlockSize, t.num_blocks});
   const simt::TransferCounts made = simt::transfer_counts();
   int64_t weight_bytes = 0;
   for (const auto& l : model.weights().layers)

@@ -31,6 +31,7 @@
 #include "common/tolerance.h"
 #include "kernels/kv/kv_cache.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/model_runner.h"
@@ -169,7 +170,7 @@ class Float64Forward {
 /// 4, in reverse order, every block fresh.
 Tensor<float> logits_on_runner(const LlamaModel& model, const std::vector<int32_t>& tokens, Backend backend) {
   const int64_t T = int64_t(tokens.size()), block = 4, blocks = (T + block - 1) / block;
-  const auto runner = model::make_model_runner(model, backend, 1, T, {block, blocks});
+  const auto runner = engine::make_model_runner(model, backend, 1, T, {block, blocks});
   std::vector<int32_t> table;
   for (int64_t b = blocks - 1; b >= 0; --b) table.push_back(int32_t(b));
   std::vector<int64_t> slots;

@@ -1,4 +1,4 @@
-// fuzz_gguf: a deterministic, seeded mutation fuzzer of the GGUF reader (runtime/model/gguf.h),
+// fuzz_gguf: a deterministic, seeded mutation fuzzer of the GGUF reader (runtime/gguf/gguf.h),
 // with no fuzzing library: g++ alone, and AddressSanitizer + UBSan in CI (.ci/run).
 //
 // It starts from valid files built with gguf_writer.h (versions 2 and 3, every value type,
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/08-real-model/gguf_writer.h"
 
 #if defined(__SANITIZE_ADDRESS__)

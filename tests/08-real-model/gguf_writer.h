@@ -1,7 +1,7 @@
 #pragma once
 /// @file gguf_writer.h
 /// A test utility: GGUF files built in memory, written from the format's specification (ggml
-/// `docs/gguf.md`; the layout is in runtime/model/gguf.h). Valid files by default, and every knob
+/// `docs/gguf.md`; the layout is in runtime/gguf/gguf.h). Valid files by default, and every knob
 /// the error tests and the fuzzer need to make them malformed: raw value types and bytes, raw
 /// tensor infos with any type, shape and offset, header counts that lie, any version.
 ///
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "kernels/quant/block_formats.h"
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 
 namespace inferlab::test {
 

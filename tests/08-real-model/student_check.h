@@ -41,7 +41,7 @@
 #include "common/tensor.h"
 #include "kernels/quant/block_quant.h"
 #include "kernels/quant/quant_matmul.h"
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/pretokenizer.h"

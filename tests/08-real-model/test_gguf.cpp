@@ -1,4 +1,4 @@
-// The GGUF reader (runtime/model/gguf.h): files built in memory by gguf_writer.h — versions 2 and
+// The GGUF reader (runtime/gguf/gguf.h): files built in memory by gguf_writer.h — versions 2 and
 // 3, every value type and arrays of each, alignments 32 / 64 / 1 and bad ones, tensors of every
 // supported type, every malformation with the byte offset and key or tensor its error names, every
 // truncation of valid files, the getters' conversions and errors, open()'s mapping — and the real
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/08-real-model/gguf_writer.h"
 
 namespace inferlab {

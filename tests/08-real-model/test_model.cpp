@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "runtime/engine/engine.h"
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/gguf_model.h"
 #include "runtime/model/llama_model.h"
 #include "tests/07-continuous-batching/engine_fixture.h"

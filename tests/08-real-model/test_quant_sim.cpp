@@ -36,6 +36,7 @@
 #include "kernels/quant/cuda_quant_matmul.cuh"
 #include "kernels/quant/cuda_quant_matmul.h"
 #include "kernels/quant/quant_matmul.h"
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/model/llama_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/llama_weights.h"
@@ -246,8 +247,8 @@ std::pair<std::vector<Tensor<float>>, std::vector<Tensor<float>>> run_two_steps(
                                                                                 Rng& rng) {
   const int64_t rows = 2, max_len = 16, block = 4, per = max_len / block, vocab = cpu_model.config().vocab_size;
   const KvPaging paging{block, rows * per};
-  const auto cpu = model::make_model_runner(cpu_model, Backend::cpu, rows, max_len, paging);
-  const auto device = model::make_model_runner(device_model, testing::kTestBackend, rows, max_len, paging);
+  const auto cpu = engine::make_model_runner(cpu_model, Backend::cpu, rows, max_len, paging);
+  const auto device = engine::make_model_runner(device_model, testing::kTestBackend, rows, max_len, paging);
   std::vector<model::StepPlan> plans(2);
   std::vector<int64_t> cached(static_cast<size_t>(rows), 0);
   auto add = [&](model::StepPlan& plan, int64_t b, int64_t n, bool fresh) {
@@ -357,7 +358,7 @@ TEST(QuantDevice, ResidentRunnerUploadsBlockMatricesAsTheirBytes) {
       const model::LlamaModel widened(model::convert_weights(quantized.weights(), WeightFormat::f32));
       auto uploaded = [](const model::LlamaModel& m) {
         const uint64_t before = simt::transfer_counts().host_to_device;
-        const auto runner = model::make_model_runner(m, Backend::sim, 2, 16, KvPaging{4, 8});
+        const auto runner = engine::make_model_runner(m, Backend::sim, 2, 16, KvPaging{4, 8});
         return int64_t(simt::transfer_counts().host_to_device - before);
       };
       const model::LlamaWeights& w = quantized.weights();

@@ -29,7 +29,7 @@
 #include "08-real-model/ch08.h"
 #include "common/check.h"
 #include "common/tensor.h"
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/08-real-model/student_check.h"
 #include "tests/support/expect_all.h"
 #include "tests/support/isolated_batch.h"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "runtime/engine/engine.h"
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "runtime/tokenizer/utf8.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/chat_template.h"

@@ -175,7 +175,7 @@ class Statistics(unittest.TestCase):
             StreamTally(RequestResult(0, 1, 1), 0.0).feed("event: nope", 0.0)
 
 
-# Chapter 06's C++ sampler (runtime/analysis/kv_capacity.cpp), as `inferlab analyze --kv-waste --json
+# Chapter 06's C++ sampler (analysis/kv_capacity.cpp), as `inferlab analyze --kv-waste --json
 # --lengths L --seed S --context MAX --requests K` prints it: K · drawn.mean_prompt and
 # K · drawn.mean_output for K = 1, 2, … are the running sums; their differences are each request's.
 CPP_CAPTURED = {}  # (lengths, seed, max_seq_len) → [(prompt, output), …]: set at the end of this file

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/engine/engine.h"
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/engine/serving_run.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/model_runner.h"
@@ -87,8 +88,8 @@ TEST_P(PipelineParallel, EveryStepsLogitsEqualTheWholeModelsBitForBit) {
 
   const engine::EngineConfig e = tight_engine();
   const KvPaging paging{e.block_size, e.num_blocks};
-  auto pipeline = model::make_model_runner(stage, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
-  auto alone = model::make_model_runner(whole, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
+  auto pipeline = engine::make_model_runner(stage, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
+  auto alone = engine::make_model_runner(whole, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
   for (size_t s = 0; s < plans.size(); ++s) {
     const Tensor<float> got = pipeline->run(plans[s]), want = alone->run(plans[s]);
     ASSERT_EQ(got.shape(), want.shape()) << "step " << s;

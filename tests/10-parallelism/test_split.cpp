@@ -371,14 +371,14 @@ TEST(MicroBatches, RunInOrderTheyGiveEveryStepsLogitsBitForBit) {
     for (size_t s = 0; s < plans.size(); ++s) {
       const model::StepPlan& plan = plans[s];
       const Tensor<float> want = m.forward(plan, whole);
-      const std::vector<parallel::MicroBatch> batches = parallel::split_micro_batches(plan, micro);
+      const std::vector<model::MicroBatch> batches = model::split_micro_batches(plan, micro);
       EXPECT_EQ(int64_t(batches.size()), std::min<int64_t>(micro, int64_t(plan.token_ids.size())));
       cut_steps += batches.size() > 1;
       Tensor<float> got({int64_t(plan.logits_indices.size()), m.config().vocab_size}, -1e30f);
       std::vector<int32_t> tokens;
       std::vector<int> rows_seen(plan.logits_indices.size(), 0);
       for (size_t b = 0; b < batches.size(); ++b) {
-        const parallel::MicroBatch& mb = batches[b];
+        const model::MicroBatch& mb = batches[b];
         ASSERT_NO_THROW(model::check_step_plan(mb.plan, cut)) << "step " << s << ", micro-batch " << b;
         EXPECT_EQ(mb.plan.block_copies.empty() && mb.plan.fresh_blocks.empty() ? 0 : int(b), 0)
             << "the block operations go with the first micro-batch";
@@ -399,7 +399,7 @@ TEST(MicroBatches, RunInOrderTheyGiveEveryStepsLogitsBitForBit) {
     }
     EXPECT_GT(cut_steps, int(plans.size()) / 2) << "most steps are meant to be cut";
   }
-  expect_invalid([&] { (void)parallel::split_micro_batches(plans.at(0), 0); }, "micro_batches");
+  expect_invalid([&] { (void)model::split_micro_batches(plans.at(0), 0); }, "micro_batches");
 }
 
 // A plan the engine does not make: logits wanted out of token order, one token twice, a token
@@ -431,7 +431,7 @@ TEST(MicroBatches, LogitsOutOfOrderAndABlockCopyAreKept) {
     const Tensor<float> want = m.forward(step, whole);
     Tensor<float> got(want.shape(), -1e30f);
     const int64_t vocab = want.shape()[1];
-    for (const parallel::MicroBatch& mb : parallel::split_micro_batches(step, micro)) {
+    for (const model::MicroBatch& mb : model::split_micro_batches(step, micro)) {
       const Tensor<float> rows = m.forward(mb.plan, cut);
       for (size_t r = 0; r < mb.logits_rows.size(); ++r)
         std::copy_n(rows.data() + int64_t(r) * vocab, vocab, got.data() + mb.logits_rows[r] * vocab);

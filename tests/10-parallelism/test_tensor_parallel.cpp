@@ -14,6 +14,7 @@
 
 #include "common/rng.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/make_model_runner.h"
 #include "runtime/engine/serving_run.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/model_runner.h"
@@ -79,8 +80,8 @@ TEST_P(TensorParallel, EveryStepsLogitsEqualTheWholeModels) {
 
   const engine::EngineConfig e = tight_engine();
   const KvPaging paging{e.block_size, e.num_blocks};
-  auto split = model::make_model_runner(shard, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
-  auto alone = model::make_model_runner(whole, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
+  auto split = engine::make_model_runner(shard, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
+  auto alone = engine::make_model_runner(whole, Backend::cpu, e.max_num_seqs, e.max_seq_len, paging);
   const double tolerance = GetParam() == WeightFormat::f32 ? 2e-5 : 2e-2;
   double worst = 0.0;
   for (size_t s = 0; s < plans.size(); ++s) {

@@ -1,4 +1,4 @@
-// Chapter 06's memory arithmetic (runtime/analysis/kv_capacity.h) against hand arithmetic on
+// Chapter 06's memory arithmetic (analysis/kv_capacity.h) against hand arithmetic on
 // small odd cases, the invariants of paging (waste < one block per sequence, block 1 wastes
 // nothing, paging fits at least as many sequences as max-length slots), the sampler, and bad input.
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "analysis/inference_cost.h"
+#include "analysis/kv_capacity.h"
+#include "analysis/model_shape.h"
 #include "common/json.h"
-#include "runtime/analysis/inference_cost.h"
-#include "runtime/analysis/kv_capacity.h"
-#include "runtime/analysis/model_shape.h"
 #include "tests/support/seeded.h"
 
 namespace inferlab::analysis {

@@ -29,7 +29,7 @@ ERRORS = {1: ((0.0772654, 0.00728444), (0.0766118, 0.00680455), (0.016951, 0.000
           3: ((0.0603502, 0.00628374), (0.0599769, 0.00628471), (0.0172742, 0.000433332), (0.0306113, 0.00370523, 51)),
           4: ((0.0671594, 0.0076406), (0.0658668, 0.00671508), (0.0157848, 0.000316989), (0.0459872, 0.0401701, 64)),
           5: ((0.0541785, 0.00438352), (0.0538884, 0.00433841), (0.0165936, 0.000360892), (0.0283789, 0.0115144, 69))}
-# LLaMA-7B in runtime/analysis: the A100s' bandwidth (GB/s), the 16-bit peak, the 80 GB of memory.
+# LLaMA-7B in analysis/: the A100s' bandwidth (GB/s), the 16-bit peak, the 80 GB of memory.
 A100_40_BW, A100_80_BW, A100_PEAK, A100_80_MEMORY = 1555e9, 2039e9, 312e12, 80e9
 
 
@@ -184,7 +184,7 @@ def claims(lab):
           Claim(r"with 16 tokens appended past the prompt, (\d+)–(\d+) outlier$", [min(sat), max(sat)], "saturated values"),
           Claim(r"values saturated, and the error was ([\d.]+)–([\d.]+)× that", [min(app), max(app)],
                 "appended / whole context in the prompt")]
-    # §5: `inferlab analyze` (runtime/analysis/inference_cost.cpp): weights streamed (block matmuls in the weight format;
+    # §5: `inferlab analyze` (analysis/inference_cost.cpp): weights streamed (block matmuls in the weight format;
     # head and norms 16-bit), the KV of context + 1 tokens per sequence, a step's time max(bytes / bandwidth, FLOPs / peak).
     block = LLAMA7_LAYERS * (4 * LLAMA7_DIM ** 2 + 3 * LLAMA7_DIM * LLAMA7_HIDDEN)
     head, norms = LLAMA7_VOCAB * LLAMA7_DIM, LLAMA7_LAYERS * 2 * LLAMA7_DIM + LLAMA7_DIM

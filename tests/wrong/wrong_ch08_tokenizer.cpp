@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "runtime/tokenizer/pretokenizer.h"
 #include "tests/08-real-model/tokenizer_check.h"

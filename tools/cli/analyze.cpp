@@ -1,8 +1,8 @@
-// `inferlab analyze`: the analytic calculator (runtime/analysis). Parses flags, builds a
+// `inferlab analyze`: the analytic calculator (analysis/). Parses flags, builds a
 // Workload, prints the report, JSON, the catalog or the audit of the source article.
 // `inferlab analyze --kv-waste [--model M] [--kv K] [--context MAX] [--kv-budget-gib 16]
 // [--lengths sharegpt|alpaca] [--requests 10000] [--seed 6] [--system-prompt 341] [--json]`:
-// chapter 06's memory table (runtime/analysis/kv_capacity.h) — reserved vs token-holding KV
+// chapter 06's memory table (analysis/kv_capacity.h) — reserved vs token-holding KV
 // bytes, contiguous max-length slots vs paging at blocks 1, 8, 16, 32, 128, the sequences that
 // fit in the budget, and what sharing saves. docs/plots/ch06-memory.json is
 // `inferlab analyze --kv-waste --json`.
@@ -10,13 +10,13 @@
 #include <optional>
 #include <stdexcept>
 
+#include "analysis/article_audit.h"
+#include "analysis/inference_cost.h"
+#include "analysis/kv_capacity.h"
+#include "analysis/report.h"
+#include "analysis/units.h"
 #include "common/args.h"
 #include "common/check.h"
-#include "runtime/analysis/article_audit.h"
-#include "runtime/analysis/inference_cost.h"
-#include "runtime/analysis/kv_capacity.h"
-#include "runtime/analysis/report.h"
-#include "runtime/analysis/units.h"
 #include "tools/cli/commands.h"
 
 namespace inferlab::cli {

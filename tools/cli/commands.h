@@ -20,7 +20,7 @@ int decode(const std::vector<std::string>& args);
 /// `inferlab versions`: every registered version and where it runs.
 int versions(const std::vector<std::string>& args);
 /// `inferlab analyze [--model M] [--device D] [--batch B] [--context L] [--prompt P] [--weights W] [--kv K]
-/// [--json] | --list | --audit [--markdown]`: the analytic calculator (runtime/analysis).
+/// [--json] | --list | --audit [--markdown]`: the analytic calculator (analysis/).
 int analyze(const std::vector<std::string>& args);
 /// `inferlab generate --model M (--prompt TEXT | --prompt-ids IDS | --trace FILE) [options]`: generation
 /// on a Llama model (chapters 07–08) — one prompt as token ids, or as text (the generated text

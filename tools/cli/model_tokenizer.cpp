@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/gguf_model.h"
 #include "runtime/tokenizer/vocabulary.h"
 

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "runtime/analysis/inference_cost.h"
+#include "analysis/inference_cost.h"
 
 namespace inferlab::analysis {
 

@@ -2,7 +2,7 @@
 // Every count the file states is checked against the bytes left before anything is sized by it,
 // and every sum or product of the file's numbers is checked for overflow, so a malformed file
 // can only ever produce std::invalid_argument.
-#include "runtime/model/gguf.h"
+#include "runtime/gguf/gguf.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

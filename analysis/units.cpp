@@ -1,4 +1,4 @@
-#include "runtime/analysis/units.h"
+#include "analysis/units.h"
 
 #include <algorithm>
 #include <cmath>

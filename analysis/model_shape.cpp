@@ -1,4 +1,4 @@
-#include "runtime/analysis/model_shape.h"
+#include "analysis/model_shape.h"
 
 #include <algorithm>
 #include <cctype>

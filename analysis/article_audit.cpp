@@ -1,12 +1,12 @@
-#include "runtime/analysis/article_audit.h"
+#include "analysis/article_audit.h"
 
 #include <cctype>
 #include <iomanip>
 #include <string_view>
 
+#include "analysis/inference_cost.h"
+#include "analysis/units.h"
 #include "common/cost.h"
-#include "runtime/analysis/inference_cost.h"
-#include "runtime/analysis/units.h"
 
 namespace inferlab::analysis {
 

@@ -49,9 +49,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/analysis/device_spec.h"
-#include "runtime/analysis/kv_capacity.h"
-#include "runtime/analysis/model_shape.h"
+#include "analysis/device_spec.h"
+#include "analysis/kv_capacity.h"
+#include "analysis/model_shape.h"
 
 namespace inferlab::analysis {
 

@@ -1,11 +1,11 @@
-#include "runtime/analysis/inference_cost.h"
+#include "analysis/inference_cost.h"
 
 #include <cmath>
 #include <stdexcept>
 
+#include "analysis/units.h"
 #include "common/check.h"
 #include "common/cost.h"
-#include "runtime/analysis/units.h"
 
 namespace inferlab::analysis {
 

@@ -1,12 +1,12 @@
-#include "runtime/analysis/report.h"
+#include "analysis/report.h"
 
 #include <iomanip>
 #include <sstream>
 #include <tuple>
 #include <vector>
 
+#include "analysis/units.h"
 #include "common/json.h"
-#include "runtime/analysis/units.h"
 
 namespace inferlab::analysis {
 

@@ -1,4 +1,4 @@
-#include "runtime/analysis/kv_capacity.h"
+#include "analysis/kv_capacity.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,11 +8,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/units.h"
 #include "common/ceil_div.h"
 #include "common/check.h"
 #include "common/json.h"
 #include "common/rng.h"
-#include "runtime/analysis/units.h"
 
 namespace inferlab::analysis {
 

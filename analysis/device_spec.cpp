@@ -1,4 +1,4 @@
-#include "runtime/analysis/device_spec.h"
+#include "analysis/device_spec.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,8 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/units.h"
 #include "common/check.h"
-#include "runtime/analysis/units.h"
 
 namespace inferlab::analysis {
 
