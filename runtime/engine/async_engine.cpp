@@ -116,11 +116,7 @@ void AsyncEngine::snapshot() {
   stats_.running = engine_.num_running();
   stats_.waiting = engine_.num_waiting() + int64_t(inbox_.size());
   stats_.free_blocks = engine_.blocks().num_free_blocks();
-  stats_.steps = engine_.stats().steps;
-  stats_.preemptions = engine_.stats().preemptions;
-  stats_.prompt_tokens = engine_.stats().prompt_tokens;
-  stats_.generated_tokens = engine_.stats().generated_tokens;
-  stats_.busy_seconds = engine_.stats().busy_seconds;
+  stats_.engine = engine_.stats();
   stats_.tokens_to_generate = engine_.tokens_to_generate();
   stats_.fewest_tokens_to_generate = engine_.fewest_tokens_to_generate();
   for (const auto& [request, stream] : inbox_) stats_.tokens_to_generate += request.sampling.max_new_tokens;

@@ -103,17 +103,13 @@ struct AsyncEngineStats {
   int64_t waiting = 0;      ///< requests waiting, queued in the inbox included
   int64_t free_blocks = 0;  ///< allocatable blocks (free + evictable prefix-cache blocks)
   int64_t num_blocks = 0;   ///< blocks in the pool (EngineConfig::num_blocks)
-  int64_t steps = 0;        ///< Engine::step() calls that ran the model
   int64_t submitted = 0;    ///< submit() calls that returned a stream
   int64_t rejected = 0;     ///< of those, refused by Engine::add_request()
   int64_t finished = 0;     ///< ended with FinishReason::length or stop
   int64_t aborted = 0;      ///< ended with FinishReason::aborted
-  int64_t preemptions = 0;  ///< EngineStats::preemptions
-  int64_t prompt_tokens = 0;     ///< EngineStats::prompt_tokens: prompt tokens admitted
-  int64_t generated_tokens = 0;  ///< EngineStats::generated_tokens: tokens sampled
   int64_t tokens_to_generate = 0;  ///< Engine::tokens_to_generate(), the inbox's included: the queued work
   int64_t fewest_tokens_to_generate = 0;  ///< Engine::fewest_tokens_to_generate(): steps before a place frees, at most
-  double busy_seconds = 0.0;       ///< EngineStats::busy_seconds: time spent in steps
+  EngineStats engine;              ///< the Engine's own counters (steps, tokens, preemptions, busy time), as of this snapshot
 };
 
 /// The engine loop on its own thread.

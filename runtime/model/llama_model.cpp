@@ -107,8 +107,12 @@ std::vector<int64_t> apply_plan(const StepPlan& plan, KvCache& cache) {
 }  // namespace
 
 Tensor<float> LlamaModel::forward(const StepPlan& plan, KvCache& cache) const {
-  check_kv_format(cache.format());
   check(plan, cache.shape(), cache.paging());
+  return forward_checked(plan, cache);
+}
+
+Tensor<float> LlamaModel::forward_checked(const StepPlan& plan, KvCache& cache) const {
+  check_kv_format(cache.format());
   if (weights_.stage.split()) return forward_stage(plan, cache);
   const std::vector<int64_t> chunk_lengths = apply_plan(plan, cache);
   Tensor<float> x = embed(plan);

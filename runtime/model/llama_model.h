@@ -106,6 +106,11 @@ class LlamaModel {
   /// forward is invariant to how a step is cut: the logits equal the whole model's bit for bit.
   Tensor<float> forward(const StepPlan& plan, KvCache& cache) const;
 
+  /// forward() without its check, for a plan that check() has already accepted for @p cache's
+  /// shape and paging — a ModelRunner checks every plan once, at its boundary (ModelRunner::run),
+  /// so no step's plan is checked twice.
+  Tensor<float> forward_checked(const StepPlan& plan, KvCache& cache) const;
+
   /// FLOPs and bytes of one forward over @p plan (without running it): every layer's weight
   /// matrices once in their stored bytes (Weight::bytes(): 4, 2 … bytes a weight) and the norms
   /// (fp32), one embedding row per token (Weight::row_bytes()), the final norm and the whole

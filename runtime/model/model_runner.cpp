@@ -25,7 +25,7 @@ class CpuRunner final : public ModelRunner {
  private:
   Tensor<float> run_checked(const StepPlan& plan) override {
     KvCache step(pool_, kv_shape(), paging());
-    return model().forward(plan, step);
+    return model().forward_checked(plan, step);  // ModelRunner::run() has checked the plan
   }
   KvStorage pool_;
 };

@@ -77,7 +77,7 @@ class LeaderRunner final : public model::ModelRunner {
     message.insert(message.begin(), uint8_t(kPlan));
     broadcast_vector(comm_, message, 0);
     KvCache step(pool_, kv_shape(), paging());
-    return model().forward(plan, step);
+    return model().forward_checked(plan, step);  // ModelRunner::run() has checked the plan
   }
   Communicator& comm_;
   KvStorage pool_;
@@ -116,7 +116,7 @@ void follow_leader_steps(const LlamaModel& model) {
     const StepPlan plan = model::decode_step_plan(std::span(message).subspan(1));
     model.check(plan, shape, paging);
     KvCache step(*pool, shape, paging);
-    model.forward(plan, step);
+    model.forward_checked(plan, step);
   }
 }
 

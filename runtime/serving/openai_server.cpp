@@ -269,8 +269,8 @@ int64_t OpenAiServer::retry_after_seconds() const {
   const int64_t held = s.running + s.waiting;
   double service = metrics_.mean_service_seconds();
   double first_leaves = 0.0;
-  if (held > 0 && s.steps > 0) {  // the queued work: each step advances every running request by a token
-    const double step = s.busy_seconds / double(s.steps);
+  if (held > 0 && s.engine.steps > 0) {  // the queued work: each step advances every running request by a token
+    const double step = s.engine.busy_seconds / double(s.engine.steps);
     service = std::max(service, double(s.tokens_to_generate) / double(held) * step);
     first_leaves = double(s.fewest_tokens_to_generate) * step;  // the soonest a running request must leave
   }

@@ -62,10 +62,10 @@ std::string ServingMetrics::render(const engine::AsyncEngineStats& s) const {
   const double used = s.num_blocks == 0 ? 0.0 : double(s.num_blocks - s.free_blocks) / double(s.num_blocks);
   m.scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage: the share of the pool's blocks in use (1 = full).",
            model, used);
-  m.scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", model, double(s.prompt_tokens));
-  m.scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", model, double(s.generated_tokens));
+  m.scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", model, double(s.engine.prompt_tokens));
+  m.scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", model, double(s.engine.generated_tokens));
   m.scalar("vllm:num_preemptions_total", "counter", "Requests preempted (their KV blocks taken back).", model,
-           double(s.preemptions));
+           double(s.engine.preemptions));
   m.family("vllm:request_success_total", "counter", "Requests ended, by finish reason.");
   for (const FinishedReason r : {FinishedReason::stop, FinishedReason::length, FinishedReason::abort}) {
     Labels labels = model;

@@ -132,7 +132,7 @@ int64_t run_concurrent_submissions(Rng& rng) {
           << "thread " << t << " request " << i << " (" << (r.sampling.greedy() ? "greedy" : "sampled") << ")";
     }
   expect_counters_add_up(async.stats(), kThreads * kPerThread);
-  EXPECT_EQ(async.stats().preemptions, async.engine().stats().preemptions);
+  EXPECT_EQ(async.stats().engine.preemptions, async.engine().stats().preemptions);
   EXPECT_EQ(async.engine().blocks().num_free_blocks(), tight_config().num_blocks);
   EXPECT_TRUE(async.engine().empty());
   return async.engine().stats().preemptions;
@@ -258,7 +258,7 @@ TEST(AsyncEngine, ShutdownAbortEndsEveryStreamWhileReadersWait) {
   std::vector<Received> received(streams.size());
   std::vector<std::thread> readers;
   for (size_t i = 0; i < streams.size(); ++i) readers.emplace_back([&, i] { received[i] = drain(*streams[i]); });
-  while (async.stats().steps < 3)
+  while (async.stats().engine.steps < 3)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // some running, some waiting
   async.shutdown(engine::ShutdownMode::abort);
   for (std::thread& t : readers) t.join();  // hangs (and times out) if a reader were never woken

@@ -131,9 +131,9 @@ TEST(ServingMetrics, TheEngineStateAndTheRequestsUnderVllmNames) {
   s.waiting = 2;
   s.num_blocks = 200;
   s.free_blocks = 150;
-  s.prompt_tokens = 70;
-  s.generated_tokens = 12;
-  s.preemptions = 1;
+  s.engine.prompt_tokens = 70;
+  s.engine.generated_tokens = 12;
+  s.engine.preemptions = 1;
   const std::string text = metrics.render(s);
   const std::string m = "{model_name=\"smollm2\"}";
   EXPECT_TRUE(has_line(text, "vllm:num_requests_running" + m + " 3")) << text;
