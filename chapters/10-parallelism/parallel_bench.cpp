@@ -35,8 +35,8 @@
 #include "runtime/model/model_files.h"
 #include "runtime/parallel/mpi_communicator.h"
 #include "runtime/parallel/pipeline_parallel.h"
-#include "runtime/parallel/tensor_parallel.h"
 #include "runtime/parallel/rank_runner.h"
+#include "runtime/parallel/ranks.h"
 
 namespace inferlab {
 namespace {
@@ -141,10 +141,8 @@ int model_run(const Args& args, parallel::Communicator& world) {
   const model::LlamaConfig full = whole.config;
   const int64_t whole_bytes = whole.bytes();
   CountingCommunicator comm(world);
-  model::LlamaWeights mine = p == 1         ? std::move(whole)
-                             : split == "tp" ? parallel::shard_weights(whole, world.rank(), p)
-                                             : parallel::stage_weights(whole, world.rank(), p, micro_batches);
-  whole = {};
+  const parallel::RankSplit rank_split = {split == "tp" ? p : 1, split == "pp" ? p : 1, micro_batches};
+  model::LlamaWeights mine = parallel::rank_weights(std::move(whole), rank_split, world.rank());  // the whole dropped
   const int64_t part_bytes = mine.bytes();
   const model::LlamaModel m(std::move(mine), p > 1 ? &comm : nullptr);
   malloc_trim(0);  // the whole model's freed pages back to the system: the RSS is what the rank keeps

@@ -23,7 +23,7 @@
     build/venv/bin/python chapters/10-parallelism/parallel_study.py --only memory     # (e) alone, into the JSON
     build/venv/bin/python chapters/10-parallelism/parallel_study.py --projection-only   # (c) again
 
-Every run goes through mpirun with the flags of tools/cli/ranks.cpp; figures are medians.
+Every run goes through mpirun with the flags of runtime/parallel/ranks.cpp; figures are medians.
 """
 
 import json

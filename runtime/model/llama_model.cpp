@@ -25,7 +25,7 @@
 #include "common/config.h"
 #include "kernels/layers/layers.h"
 #include "kernels/paged/prefill_with_cache.h"
-#include "runtime/parallel/communicator.h"
+#include "runtime/collective/communicator.h"
 
 namespace inferlab::model {
 

@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include "runtime/parallel/communicator.h"
+#include "runtime/collective/communicator.h"
 
 namespace inferlab::parallel {
 

@@ -11,8 +11,8 @@
 
 #include "common/check.h"
 #include "kernels/kv/kv_cache.h"
+#include "runtime/collective/communicator.h"
 #include "runtime/model/step_plan.h"
-#include "runtime/parallel/communicator.h"
 
 namespace inferlab::parallel {
 

@@ -16,7 +16,7 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/model/step_plan.h"
 #include "kernels/kv/kv_cache.h"
-#include "runtime/parallel/communicator.h"
+#include "runtime/collective/communicator.h"
 #include "runtime/parallel/pipeline_parallel.h"
 #include "runtime/parallel/tensor_parallel.h"
 #include "tests/10-parallelism/split_fixture.h"

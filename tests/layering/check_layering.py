@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""The layering test: no file includes a layer (or a kernels/ folder) that the dependency order
-puts above its own.
+"""The layering test: no file includes a layer (or a kernels/ or runtime/ folder) that the
+dependency order puts above its own.
 
 The orders are read from kernels/README.md, the one place they are written:
 
-    Layers:  common → kernels → runtime → chapters → tools
+    Layers:  common → analysis → kernels → runtime → chapters → tools
     Folders: primitives → kv → attention → decode → fused → timing → registry
+    Runtime: gguf → tokenizer → paged → collective → model → parallel → engine → serving
 
 A file in layer L may include files of L and of the layers before it; a file in kernels/F may
-include kernels/ folders up to F ("registry" names the files directly in kernels/, the top).
+include kernels/ folders up to F ("registry" names the files directly in kernels/, the top), and a
+file in runtime/F runtime/ folders up to F. A source file in a kernels/ or runtime/ folder that its
+order does not name is reported.
 Only quoted includes of repository paths are checked ("kernels/decode/decode.h"); system
 headers and the emulator's own include path ("simt/simt.h", which is common/simt) are common.
 
@@ -38,20 +41,28 @@ SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.MULTILINE)
 
 
+ORDER_KEYS = ("Layers", "Folders", "Runtime")
+# The layers whose folders have an order of their own: the layer, and the key of its order.
+FOLDER_ORDERS = {"kernels": "Folders", "runtime": "Runtime"}
+
+
 def read_orders(root):
-    """The two orders written in kernels/README.md, as lists of names."""
+    """The orders written in kernels/README.md: the layers, and per layer with folders
+    (FOLDER_ORDERS) its folders, as lists of names."""
     text = open(os.path.join(root, "kernels", "README.md"), encoding="utf-8").read()
     orders = {}
-    for key in ("Layers", "Folders"):
+    for key in ORDER_KEYS:
         match = re.search(r"^\s*" + key + r":\s*(.+)$", text, re.MULTILINE)
         if not match:
             sys.exit(f"kernels/README.md: no line '{key}: a → b → …' (the order this test checks)")
         orders[key] = [name.strip() for name in match.group(1).split("→")]
-    return orders["Layers"], orders["Folders"]
+    return orders["Layers"], {layer: orders[key] for layer, key in FOLDER_ORDERS.items()}
 
 
 def rank_of(path, layers, folders):
-    """(layer index, folder index) of a repository path, or None when outside the layers."""
+    """(layer index, folder index) of a repository path, or None when outside the layers. The
+    folder index is None in a layer without a folder order, and -1 for a folder its order does not
+    name."""
     parts = path.split("/")
     if parts[0] == "simt":  # the emulator's include path: common/simt
         parts = ["common"] + parts
@@ -59,11 +70,12 @@ def rank_of(path, layers, folders):
         return None
     layer = layers.index(parts[0])
     folder = None
-    if parts[0] == "kernels":
-        if len(parts) == 2:  # a file directly in kernels/: the top
-            folder = folders.index("registry")
-        elif parts[1] in folders:
-            folder = folders.index(parts[1])
+    order = folders.get(parts[0])
+    if order is not None:
+        if len(parts) == 2 and "registry" in order:  # a file directly in kernels/: the top
+            folder = order.index("registry")
+        elif len(parts) > 2 and parts[1] in order:
+            folder = order.index(parts[1])
         else:
             folder = -1  # an unknown folder: reported
     return layer, folder
@@ -81,7 +93,9 @@ def violations(root):
                 path = os.path.relpath(full, root).replace(os.sep, "/")
                 own = rank_of(path, layers, folders)
                 if own[1] == -1:
-                    found.append(f"{path}: kernels/{path.split('/')[1]}/ is not in the Folders order of kernels/README.md")
+                    key = FOLDER_ORDERS[layer]
+                    where = path.split('/')[1] + "/" if path.count("/") > 1 else "(the layer's top)"
+                    found.append(f"{path}: {layer}/{where} is not in the {key} order of kernels/README.md")
                     continue
                 text = open(full, encoding="utf-8", errors="replace").read()
                 for line_number, included in ((text.count("\n", 0, m.start()) + 1, m.group(1))
@@ -93,8 +107,9 @@ def violations(root):
                         found.append(f"{path}:{line_number}: includes {included}: layer {layers[other[0]]} is above "
                                      f"{layers[own[0]]} ({' → '.join(layers)})")
                     elif other[0] == own[0] and own[1] is not None and other[1] is not None and other[1] > own[1]:
-                        found.append(f"{path}:{line_number}: includes {included}: kernels/{folders[other[1]]} is "
-                                     f"above kernels/{folders[own[1]]} ({' → '.join(folders)})")
+                        order = folders[layer]
+                        found.append(f"{path}:{line_number}: includes {included}: {layer}/{order[other[1]]} is "
+                                     f"above {layer}/{order[own[1]]} ({' → '.join(order)})")
     return found
 
 
@@ -165,23 +180,33 @@ def self_test():
     with tempfile.TemporaryDirectory() as root:
         def write(path, text):
             write_file(root, path, text)
-        write("kernels/README.md", "    Layers: common → kernels → runtime\n    Folders: kv → decode → registry\n")
+        write("kernels/README.md", "    Layers: common → kernels → runtime\n    Folders: kv → decode → registry\n"
+                                   "    Runtime: gguf → collective → model → parallel\n")
         write("common/a.h", '#include "simt/simt.h"\n')
         write("kernels/kv/cache.h", '#include "common/a.h"\n')
         write("kernels/decode/decode.h", '#include "kernels/kv/cache.h"\n')
         write("kernels/registry.h", '#include "kernels/decode/decode.h"\n')
+        write("runtime/collective/communicator.h", '#include "common/a.h"\n')
+        write("runtime/model/model.h", '#include "kernels/registry.h"\n#include "runtime/gguf/gguf.h"\n'
+                                       '#include "runtime/collective/communicator.h"\n')
+        write("runtime/parallel/split.h", '#include "runtime/model/model.h"\n')
         if violations(root):
             print("self-test: a clean tree was reported:", violations(root))
             return 1
         write("kernels/kv/cache.cpp", '#include "kernels/kv/cache.h"\n\n#include "kernels/decode/decode.h"\n')
         write("common/b.cpp", '#include "runtime/model.h"\n')
+        write("runtime/model/model.cpp", '#include "runtime/model/model.h"\n#include "runtime/parallel/split.h"\n')
+        write("runtime/analysis/cost.h", '#include "common/a.h"\n')
         found = violations(root)
-        expected = ["kernels/kv/cache.cpp:3: includes kernels/decode/decode.h", "common/b.cpp:1: includes runtime/model.h"]
+        expected = ["kernels/kv/cache.cpp:3: includes kernels/decode/decode.h", "common/b.cpp:1: includes runtime/model.h",
+                    "runtime/model/model.cpp:2: includes runtime/parallel/split.h: runtime/parallel is above "
+                    "runtime/model", "runtime/analysis/cost.h: runtime/analysis/ is not in the Runtime order"]
         missing = [e for e in expected if not any(f.startswith(e) for f in found)]
-        if missing or len(found) != 2:
+        if missing or len(found) != len(expected):
             print("self-test: expected", expected, "got", found)
             return 1
-    print("self-test: an upward include between kernels/ folders and between layers is reported")
+    print("self-test: an upward include between kernels/ folders, between runtime/ folders and between layers, and "
+          "a runtime/ folder outside its order, are reported")
     return state_self_test()
 
 
@@ -228,8 +253,8 @@ def main():
         print(f"{len(found)} violation(s) of the include order of kernels/README.md or of the one-sequence rules")
         return 1
     layers, folders = read_orders(sys.argv[1])
-    print("every include follows " + " → ".join(layers) + " and kernels/ " + " → ".join(folders) +
-          "; one Sequence state, none in runtime/paged; the runtime keeps KV storage, not a cache")
+    print("every include follows " + " → ".join(layers) + ", kernels/ " + " → ".join(folders["kernels"]) +
+          " and runtime/ " + " → ".join(folders["runtime"]) + "; one Sequence state, none in runtime/paged; the runtime keeps KV storage, not a cache")
     return 0
 
 

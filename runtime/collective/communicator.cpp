@@ -1,6 +1,6 @@
 // The world of one rank, and the variable-length broadcast of the host-memory communicators
 // (communicator.h).
-#include "runtime/parallel/communicator.h"
+#include "runtime/collective/communicator.h"
 
 #include <algorithm>
 #include <stdexcept>

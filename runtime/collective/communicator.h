@@ -1,9 +1,15 @@
 #pragma once
 /// @file communicator.h
 /// The collectives a model split over ranks needs (chapter 10), behind one interface with two
-/// implementations from existing libraries — MPI between processes on CPUs (mpi_communicator.h)
-/// and NCCL between GPUs (nccl_communicator.h) — and a world of one for a model that is not split
-/// (make_single_communicator()). No transport is written here: every call is the library's.
+/// implementations from existing libraries — MPI between processes on CPUs
+/// (runtime/parallel/mpi_communicator.h) and NCCL between GPUs (runtime/parallel/nccl_communicator.h)
+/// — and a world of one for a model that is not split (make_single_communicator()). No transport is
+/// written here: every call is the library's.
+///
+/// The interface sits below runtime/model/ in the runtime's folder order (kernels/README.md), in a
+/// folder of its own: LlamaModel's forward calls the collectives of a split model through it, and
+/// chapter 10's runtime/parallel/ (the MPI and NCCL communicators, the shards and stages, the rank
+/// runners) builds on the model.
 ///
 /// Every rank of a world calls the same collectives in the same order with the same sizes (MPI's
 /// and NCCL's rule); a rank that breaks it deadlocks or corrupts the others, so the sizes are
