@@ -237,9 +237,15 @@ std::vector<RequestOutput> Engine::take_outputs() {
   return std::exchange(outputs_, {});
 }
 
-// Step 2: what runs, each entry with its memory secured, in plan order.
+// Step 2: what runs, each entry with its memory secured, in plan order: the chunks chosen, then
+// their memory.
 std::vector<Engine::Scheduled> Engine::schedule(int64_t& preemptions) {
-  // The chunks, as (id, tokens) over the sequences as the step starts.
+  return secure_memory(choose_chunks(), preemptions);
+}
+
+// Step 2a: the chunks, as (id, tokens) over the sequences as the step starts — a static batch's,
+// or the continuous planner's (plan_step()) over the running and the admissible waiting.
+std::vector<ScheduledChunk> Engine::choose_chunks() const {
   std::vector<ScheduledChunk> chunks;
   if (config_.policy == BatchingPolicy::static_batch) {
     if (!running_.empty()) {
@@ -271,7 +277,13 @@ std::vector<Engine::Scheduled> Engine::schedule(int64_t& preemptions) {
                             config_.chunked_prefill};
     chunks = plan_step(running, waiting, limits);
   }
+  return chunks;
+}
 
+// Step 2b: each chunk's KV memory — a decode's slot (preempting the newest requests while the pool
+// is full: choose_victim()), a prompt's blocks at admission (first come, first served, with
+// headroom) — in plan order.
+std::vector<Engine::Scheduled> Engine::secure_memory(const std::vector<ScheduledChunk>& chunks, int64_t& preemptions) {
   std::vector<Scheduled> out;
   std::set<int64_t> preempted;  // in this step
   bool admitting = true;

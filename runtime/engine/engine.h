@@ -219,6 +219,8 @@ class Engine {
 
   void admit_arrivals();
   std::vector<Scheduled> schedule(int64_t& preemptions);
+  std::vector<ScheduledChunk> choose_chunks() const;
+  std::vector<Scheduled> secure_memory(const std::vector<ScheduledChunk>& chunks, int64_t& preemptions);
   void write_plan(const std::vector<Scheduled>& scheduled);
   void preempt(int64_t id);
   void release(Sequence& s);
