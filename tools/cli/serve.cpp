@@ -2,7 +2,6 @@
 // the routes are openai_server.h's; this file reads the options, loads the model and its
 // tokenizer, listens (loopback by default) and shuts down cleanly on SIGINT or SIGTERM.
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
@@ -23,26 +22,11 @@
 #include "runtime/serving/http_server.h"
 #include "runtime/serving/openai_server.h"
 #include "tools/cli/ranks.h"
+#include "tools/cli/stop_signals.h"
 #include "runtime/parallel/rank_runner.h"
 
 namespace inferlab::cli {
 namespace {
-
-// The stop signals' self-pipe: the handler writes the signal's number, the main thread reads it.
-int g_stop_pipe[2] = {-1, -1};
-
-extern "C" void on_stop_signal(int signal_number) {
-  const auto byte = static_cast<unsigned char>(signal_number);
-  [[maybe_unused]] const ssize_t written = ::write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
-}
-
-// Waits for SIGINT or SIGTERM and returns which.
-int wait_for_stop_signal() {
-  unsigned char byte = 0;
-  while (::read(g_stop_pipe[0], &byte, 1) != 1) {
-  }
-  return byte;
-}
 
 // What --help says of the server, above its option table.
 const char* kServeDescription =
@@ -53,7 +37,9 @@ const char* kServeDescription =
   GET  /v1/models            the model served (its id is --model as given, e.g. smollm2)
   POST /v1/chat/completions  model, messages, max_tokens / max_completion_tokens, temperature (default 1),
                              top_p, seed, stop (a string or up to 4), stream, stream_options.include_usage,
-                             ignore_eos (vLLM's: generate max_tokens even past the end of text)
+                             ignore_eos (vLLM's: generate max_tokens even past the end of text), n (choices:
+                             the prompt's blocks shared), logprobs / top_logprobs, cache_salt (vLLM's: prefix-cache
+                             hits only among requests with the same salt)
   POST /v1/completions       model, prompt (text or token ids) and the same fields
 Bad input is answered 400 with OpenAI's error object naming the parameter, an unknown model 404, a
 body over --max-body-bytes 413; beyond --max-seqs running and --max-waiting waiting requests, 429 with
@@ -146,27 +132,7 @@ int serve(const std::vector<std::string>& argv) {
     exec_through_mpirun("serve", argv, split.ranks());                             // caught: none is lost)
   }
 
-  // SIGINT and SIGTERM: a handler, installed before any thread of ours starts, writes to a pipe
-  // that the main thread reads below. Dispositions are the process's, so whichever thread the
-  // kernel picks runs it — some already exist and cannot be masked: libopenblas starts its pool
-  // when it is loaded, before main(), and a signal that reached one of those with the default
-  // action killed the process (ServeStop.SigintExitsZero, 1 run in 4). Our own threads (OpenMP's
-  // workers, the engine's, the HTTP pool) inherit a mask that blocks the two, so the signal goes
-  // to the main thread or to a pool thread, both harmless. A client gone mid-write must not kill
-  // the server either: SIGPIPE is ignored and the write fails instead.
-  if (::pipe(g_stop_pipe) != 0) throw std::runtime_error("serve: cannot create the signal pipe");
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  StopSignals::install();  // before any thread of ours starts (stop_signals.h)
 
   const tokenizer::BpeTokenizer tokenizer = model_tokenizer(path, "--model");
   const RankModel rank_model = load_rank_model(path, o.weights, split);
@@ -197,8 +163,8 @@ int serve(const std::vector<std::string>& argv) {
   const int bound = server.listen(o.host, int(o.port));
   std::cout << "inferlab serve: " << name << " (" << rank_model.description << ")\nlistening on http://" << o.host
             << ":" << bound << "  (Ctrl-C stops)" << std::endl;
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // the main thread takes them from here on
-  const int signal_number = wait_for_stop_signal();
+  StopSignals::unblock();  // the main thread takes them from here on
+  const int signal_number = StopSignals::wait();
   std::cout << "inferlab serve: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
             << ": aborting the requests in flight, stopping" << std::endl;
   engine.shutdown(engine::ShutdownMode::abort);  // every waiting worker wakes: 503 or a cut stream
