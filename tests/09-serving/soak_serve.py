@@ -12,6 +12,7 @@ route, invalid UTF-8). Checked:
     last and nothing after), or was disconnected by us;
   - at the end /health shows running 0, waiting 0, free_blocks == num_blocks, and submitted ==
     finished + aborted + rejected == the requests that reached the engine;
+  - its thread count does not grow over the soak;
   - the server's RSS (VmRSS) after the soak is within RSS_GROWTH_BOUND_KIB of its RSS after the
     warm-up (the pool and the HTTP threads exist by then: what grows after is a leak);
   - it exits 0 on SIGTERM;
@@ -278,13 +279,24 @@ def get(port, path):
 
 
 def wait_idle(port, timeout=15.0):
-    """/health once nothing runs or waits (an aborted stream leaves within a step)."""
+    """/health once nothing runs or waits (an aborted stream leaves within a step) and every request
+    that reached the engine has been counted by how it ended (a worker counts its request as it
+    answers, a moment after the engine let it go)."""
     deadline = time.monotonic() + timeout
     while True:
         health = json.loads(get(port, "/health").body)
-        if (health["running"] == 0 and health["waiting"] == 0) or time.monotonic() > deadline:
+        settled = health["submitted"] == health["finished"] + health["aborted"] + health["rejected"]
+        if (health["running"] == 0 and health["waiting"] == 0 and settled) or time.monotonic() > deadline:
             return health
         time.sleep(0.05)
+
+
+def threads_of(server):
+    """The server's thread count now (Threads: of /proc/PID/status)."""
+    for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no Threads line")
 
 
 def port_of(server):
@@ -308,6 +320,7 @@ class Soak(unittest.TestCase):
         wait_idle(port)
         cls.health_before = json.loads(get(port, "/health").body)
         cls.rss_warm = cls.server.rss_kib()
+        cls.threads_warm = threads_of(cls.server)
         cls.specs = build_mix(rng, 300)
         soak_started = time.monotonic()
         with ThreadPoolExecutor(WORKERS) as pool:
@@ -315,6 +328,7 @@ class Soak(unittest.TestCase):
         cls.soak_seconds = time.monotonic() - soak_started
         cls.health = wait_idle(port)
         cls.rss_end = cls.server.rss_kib()
+        cls.threads_end = threads_of(cls.server)
         cls.metrics = get(port, "/metrics")
         cls.warm_accepted = sum(1 for kind, problem, _ in warm if kind != "error")
         cls.exit_code = cls.server.stop()
@@ -352,6 +366,12 @@ class Soak(unittest.TestCase):
         self.assertLessEqual(growth, RSS_GROWTH_BOUND_KIB,
                              f"RSS grew {growth} KiB over the soak ({self.rss_warm} → {self.rss_end} KiB), more than "
                              f"the bound {RSS_GROWTH_BOUND_KIB} KiB: a leak?")
+
+    def test_threads_do_not_grow(self):
+        # The HTTP transport's threads are fixed (one I/O thread, --http-threads workers): 300 requests,
+        # disconnects and malformed bodies start none.
+        self.assertLessEqual(self.threads_end, self.threads_warm,
+                             f"threads {self.threads_warm} after the warm-up, {self.threads_end} after the soak")
 
     def test_exits_zero_on_sigterm(self):
         self.assertEqual(self.exit_code, 0, self.server.output()[-3000:])
