@@ -55,7 +55,18 @@ void RequestStream::fail(std::exception_ptr error) {
   ready_.notify_all();
 }
 
-AsyncEngine::AsyncEngine(const model::LlamaModel& model, EngineConfig config) : engine_(model, config) {
+namespace {
+
+// The engine thread reads the deltas only (their finish carries the timings): no whole outputs kept.
+EngineConfig without_outputs(EngineConfig config) {
+  config.keep_outputs = false;
+  return config;
+}
+
+}  // namespace
+
+AsyncEngine::AsyncEngine(const model::LlamaModel& model, EngineConfig config)
+    : engine_(model, without_outputs(std::move(config))) {
   stats_.num_blocks = engine_.config().num_blocks;
   stats_.free_blocks = engine_.blocks().num_free_blocks();
   thread_ = std::thread([this] { loop(); });
@@ -156,13 +167,7 @@ void AsyncEngine::loop() {
           aborted_any |= engine_.abort(*stream->engine_id_, choice);
 
       std::vector<RequestDelta> deltas;
-      std::map<int64_t, RequestMetrics> metrics;  // of the requests that left in this step
-      if (!engine_.empty() || aborted_any) {
-        deltas = engine_.step().deltas;
-        // The streams carry the tokens; the engine's outputs are dropped (its memory stays flat)
-        // but for their timings, which go with each finish delta.
-        for (RequestOutput& output : engine_.take_outputs()) metrics.emplace(output.id, std::move(output.metrics));
-      }
+      if (!engine_.empty() || aborted_any) deltas = engine_.step().deltas;
       // Who gets which delta. The counters and the snapshot are updated before any stream sees
       // its delta, so a caller that has read a finish finds it counted in stats().
       int64_t finished = 0, aborted = 0;
@@ -177,7 +182,7 @@ void AsyncEngine::loop() {
         const bool left = delta.finish && ++it->second->finishes_counted_ == it->second->choices_;
         if (left) {
           ++(*delta.finish == FinishReason::aborted ? aborted : finished);
-          if (const auto m = metrics.find(delta.id); m != metrics.end()) timings = std::move(m->second);
+          timings = delta.metrics;
         }
         out.emplace_back(it->second, std::move(delta), std::move(timings));
         if (left) live.erase(it);

@@ -219,8 +219,8 @@ RequestDelta Engine::finish(int64_t id, FinishReason reason) {
   release(s);
   s.status = SequenceStatus::finished;
   s.metrics.finish = now_;
-  outputs_.push_back(s.output(reason));
-  const RequestDelta delta{s.request_id, s.choice, {}, {}, reason};
+  if (config_.keep_outputs) outputs_.push_back(s.output(reason));
+  const RequestDelta delta{s.request_id, s.choice, {}, {}, reason, s.metrics};
   sequences_.erase(id);
   return delta;
 }
@@ -426,7 +426,7 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
           ? std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()
           : config_.simulated_fixed_seconds + config_.simulated_token_seconds * double(plan_.token_ids.size());
   now_ += seconds;
-  std::vector<std::pair<int64_t, FinishReason>> finished;
+  std::vector<std::pair<int64_t, size_t>> finished;  // (sequence, its finish delta)
   for (size_t k = 0; k < sampled.size(); ++k) {
     Sequence& s = sequence(sampled[k]);
     const std::span<const float> row(logits.data() + int64_t(k) * logits.dim(1), size_t(logits.dim(1)));
@@ -442,13 +442,13 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
       m.metrics.token_times.push_back(now_);
       if (m.metrics.first_token < 0) m.metrics.first_token = now_;
       ++stats_.generated_tokens;
-      RequestDelta delta{m.request_id, m.choice, {token}, {}, finish_reason(m.sampling, m.generated())};
+      RequestDelta delta{m.request_id, m.choice, {token}, {}, finish_reason(m.sampling, m.generated()), {}};
       if (m.sampling.logprobs >= 0) delta.logprobs.push_back(token_logprobs(row, token, m.sampling.logprobs));
-      if (delta.finish) finished.push_back({m.id, *delta.finish});
+      if (delta.finish) finished.push_back({m.id, deltas.size()});
       deltas.push_back(std::move(delta));
     }
   }
-  for (const auto& [id, reason] : finished) finish(id, reason);
+  for (const auto& [id, k] : finished) deltas[k].metrics = finish(id, *deltas[k].finish).metrics;
 
   ++stats_.steps;
   stats_.busy_seconds += seconds;

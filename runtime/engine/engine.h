@@ -82,6 +82,10 @@ struct EngineConfig {
   /// step plan's agreement with the sequences it was written from (the forward checks that every
   /// plan is well formed in any mode: check_step_plan()).
   bool check_invariants = false;
+  /// Keep each finished request's whole output for take_outputs() (the offline callers:
+  /// engine::serve(), generate, chat). A server reads the deltas only — their finish carries the
+  /// timings — and turns this off: nothing accumulates (AsyncEngine).
+  bool keep_outputs = true;
   /// Where the model runs: cpu (the batch-invariant CPU forward), sim (the CUDA kernels on the
   /// emulator) or cuda (a GPU); on sim and cuda the weights and the KV pool stay on the device.
   Backend backend = Backend::cpu;

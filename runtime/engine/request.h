@@ -106,6 +106,7 @@ struct RequestDelta {
   std::vector<int32_t> new_tokens;     ///< tokens generated in this step (none when aborted)
   std::vector<SampledLogprobs> logprobs;  ///< one per new token when SamplingParams::logprobs ≥ 0, else empty
   std::optional<FinishReason> finish;  ///< set once: the step in which it left
+  RequestMetrics metrics;              ///< with the finish: the choice's timings (queue time, tokens, …); else empty
 };
 
 /// A request that left the engine.

@@ -338,6 +338,43 @@ TEST(Ch07ParallelSampling, AbortingAChoiceLeavesTheOthersAndTheRequestAbortsAll)
   expect_invalid([&] { batch.add_request(r); }, {"n", "continuous"});
 }
 
+// A server reads the deltas only: each finish delta carries the timings the whole output would,
+// and with keep_outputs off the engine keeps no outputs at all.
+TEST(Ch07Engine, FinishDeltasCarryTheTimingsAndOutputsAreOptional) {
+  SeededRng rng;
+  const auto& model = tiny_model();
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < 6; ++i) requests.push_back(random_request(rng, i, model.config().vocab_size, 5, 30, 12));
+  EngineConfig kept = config_with(8, 64, 64, 16, 4);
+  EngineConfig dropped = kept;
+  dropped.keep_outputs = false;
+  engine::Engine a(model, kept), b(model, dropped);
+  for (const Request& r : requests) {
+    a.add_request(r);
+    b.add_request(r);
+  }
+  std::map<int64_t, engine::RequestMetrics> from_deltas;
+  for (;;) {
+    const engine::StepOutput out = b.step();
+    for (const engine::RequestDelta& d : out.deltas)
+      if (d.finish) from_deltas[d.id] = d.metrics;
+    if (!out.more) break;
+  }
+  while (a.step()) {
+  }
+  EXPECT_TRUE(b.take_outputs().empty()) << "keep_outputs off: nothing kept";
+  const std::vector<engine::RequestOutput> outputs = a.take_outputs();
+  ASSERT_EQ(outputs.size(), requests.size());
+  for (const engine::RequestOutput& o : outputs) {
+    ASSERT_TRUE(from_deltas.contains(o.id));
+    const engine::RequestMetrics& m = from_deltas.at(o.id);
+    EXPECT_EQ(m.arrival, o.metrics.arrival);
+    EXPECT_EQ(m.first_scheduled, o.metrics.first_scheduled);
+    EXPECT_EQ(m.finish, o.metrics.finish);
+    EXPECT_EQ(m.token_times, o.metrics.token_times) << "request " << o.id;
+  }
+}
+
 // vLLM's cache_salt: a request shares prefix blocks only with requests of the same salt, so one
 // tenant cannot time another's prompt; the tokens are the same either way.
 TEST(Ch07Engine, CacheSaltKeepsPrefixBlocksApart) {
