@@ -3,8 +3,8 @@
 /// Chapter 01 exercises — the contract. Your code goes in the .cpp files beside this header;
 /// the tests in tests/01-naive-cpu-attention/test_student.cpp grade it against the float64
 /// oracle in kernels/attention/. Run them on your code with `./inferlab student test ch01` (it
-/// builds only this chapter and prints each failing test's output), or `./inferlab grade` (the
-/// default preset builds solutions/ instead).
+/// builds only this chapter and prints each failing test's output), or `./inferlab grade --student exercises` (the score table); `./inferlab test` and the default
+/// preset build solutions/, the reference, instead.
 
 #include <cstdint>
 #include <span>

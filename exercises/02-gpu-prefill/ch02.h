@@ -21,7 +21,8 @@
 /// `__syncthreads()` makes the result depend on the order and fails, a barrier that some threads
 /// of a block never reach is reported by the emulator with the line. Run them on your code with
 /// `./inferlab student test ch02` (it builds only this chapter and prints each failing test's
-/// output) or `./inferlab grade` (the default preset builds solutions/ instead).
+/// output) or `./inferlab grade --student exercises` (the score table); `./inferlab test` and the default
+/// preset build solutions/, the reference, instead.
 ///
 /// Each stub's launcher starts with `throw NotImplemented(...)`: delete that line once your
 /// kernel is written.

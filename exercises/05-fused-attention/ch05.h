@@ -24,7 +24,8 @@
 /// backend under several thread schedules (forward, reverse, shuffled) — a missing
 /// `__syncthreads()` makes the result depend on the order and fails. Run them on your code with
 /// `./inferlab student test ch05` (it builds only this chapter and prints each failing test's
-/// output) or `./inferlab grade` (the default preset builds solutions/ instead).
+/// output) or `./inferlab grade --student exercises` (the score table); `./inferlab test` and the default
+/// preset build solutions/, the reference, instead.
 ///
 /// Each stub throws `NotImplemented(...)` after its checks: delete that line once your code is
 /// written.

@@ -25,7 +25,8 @@
 /// blocks scattered through the pool, outputs poisoned with NaN and launches run under several
 /// thread schedules (forward, reverse, shuffled). Run them on your code with
 /// `./inferlab student test ch06` (it builds only this chapter and prints each failing test's
-/// output) or `./inferlab grade` (the default preset builds solutions/ instead).
+/// output) or `./inferlab grade --student exercises` (the score table); `./inferlab test` and the default
+/// preset build solutions/, the reference, instead.
 ///
 /// Each stub throws `NotImplemented(...)` (after the checks that are given): delete that line
 /// once your code is written.
