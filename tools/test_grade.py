@@ -584,6 +584,337 @@ class IntegrityTests(unittest.TestCase):
         self.assertEqual(grade.check_zero([ch], ["04"]), [])
 
 
+
+# ---- a class, its gradebook, and what an LMS reads ----------------------------------------------
+
+
+def student_chapters(kind):
+    """Three chapters as a student of the given kind leaves them: 'full' (every test passes),
+    'stubs' (every test not implemented), 'broken' (chapter 01 does not compile: its tests, as the
+    build folder listed them, count as failed), 'cheat' (chapter 01 fails the inspection, chapter 02
+    reads device memory from the host)."""
+    names = {"01": ["A.a", "A.b", "A.c", "A.d"], "02": ["B.a", "B.b"], "03": ["C.a"]}
+    slugs = {"01": "naive-cpu-attention", "02": "gpu-prefill", "03": "kv-cache-decode"}
+    chapters = []
+    for n in ("01", "02", "03"):
+        ch = grade.Chapter(n, slugs[n])
+        outcome = grade.PASSED if kind in ("full", "broken", "cheat") else grade.NOT_IMPL
+        ch.tests = [grade.TestResult(t, outcome, "" if outcome == grade.PASSED else "not implemented yet: f", 0.1)
+                    for t in names[n]]
+        chapters.append(ch)
+    if kind == "broken":
+        ch = chapters[0]
+        ch.status, ch.tests = grade.NO_COMPILE, []
+        ch.build_errors = "attention_single_head.cpp:9:1: error: 'this' does not name a type"
+        grade.fill_not_built(ch, names["01"])
+    if kind == "cheat":
+        ch = chapters[0]
+        ch.status, ch.tests = grade.FORBIDDEN, []
+        ch.build_errors = ("the student library refers to code it is graded against (reference kernels, ...):\n"
+                           "  inferlab::attention_reference(...)")
+        grade.fill_not_built(ch, names["01"])
+        chapters[1].tests[0] = grade.TestResult(
+            "B.a", grade.CRASHED, "simt: memcheck: host code reads device memory (killed by SIGABRT)", 0.1,
+            "simt: memcheck: host code reads device memory at 0x7f00 (4 bytes)\n")
+        chapters[1].tests[1] = grade.TestResult(
+            "B.b", grade.FAILED, "the student code was killed by SIGSYS (a forbidden system call)", 0.1,
+            "the student code was killed by SIGSYS (a forbidden system call) — run in a sandboxed child process\n")
+    return chapters
+
+
+class NotBuiltTests(unittest.TestCase):
+    """A chapter that did not build counts every one of its tests as failed, everywhere."""
+
+    def test_totals_count_the_tests_of_a_chapter_that_did_not_build(self):
+        chapters = student_chapters("broken")
+        ch1 = chapters[0]
+        self.assertEqual((ch1.passed, ch1.total, ch1.score), (0, 4, 0.0))
+        self.assertTrue(all(not t.ran and t.outcome == grade.FAILED for t in ch1.tests))
+        self.assertIn("did not compile", ch1.tests[0].message)
+        table = grade.score_table(chapters)
+        self.assertIn("0/4", table)
+        self.assertRegex(table, r"overall\s+3/7\s+67%")  # not 3/3 (100%): ch01's 4 tests failed
+        data = grade.grade_json(chapters, {})
+        self.assertEqual((data["passed"], data["total"]), (3, 7))
+        self.assertEqual(data["chapters"][0]["total"], 4)
+        self.assertFalse(data["chapters"][0]["tests"][0]["ran"])
+        self.assertNotIn("output_excerpt", data["chapters"][0]["tests"][0])
+        root = ET.fromstring(grade.junit_xml(chapters, "carol"))
+        suite = root.find("testsuite")
+        self.assertEqual((suite.get("tests"), suite.get("failures")), ("4", "4"))
+        failure = suite.find("testcase/failure")
+        self.assertEqual(failure.get("type"), grade.NO_COMPILE)
+        self.assertIn("does not name a type", failure.text)  # the compiler's error, in each case
+        self.assertEqual(root.get("tests"), "7")
+
+    def test_tests_not_yet_known_are_one_build_case(self):
+        ch = grade.Chapter("01", "x")
+        ch.status = grade.NO_COMPILE
+        grade.fill_not_built(ch, [])
+        self.assertEqual(ch.tests, [])
+        suite = ET.fromstring(grade.junit_xml([ch], "carol")).find("testsuite")
+        self.assertEqual((suite.get("tests"), suite.get("errors")), ("1", "1"))
+        self.assertEqual(suite.find("testcase").get("name"), "build")
+
+    def test_the_build_folder_keeps_each_chapters_test_list(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            build = Path(tmp)
+            ch = grade.Chapter("01", "x")
+            self.assertEqual(grade.phases.saved_test_list(build, ch), [])
+            grade.phases.save_test_list(build, ch, ["A.a", "A.b/0"])
+            self.assertEqual(grade.phases.saved_test_list(build, ch), ["A.a", "A.b/0"])
+            run = grade.phases.GradeRun(None, build=build)
+            broken, later, unknown = grade.Chapter("01", "x"), grade.Chapter("03", "y"), grade.Chapter("02", "z")
+            broken.status = later.status = grade.NO_COMPILE
+            later.status = grade.NO_TESTS
+            unknown.status = grade.NO_LINK
+            run.chapters = [broken, unknown, later]
+            self.assertFalse(grade.phases.count_not_built(run))  # ch02's tests were never listed here
+            self.assertEqual([t.name for t in broken.tests], ["A.a", "A.b/0"])
+            self.assertEqual(later.tests, [])
+            grade.phases.save_test_list(build, unknown, ["Z.a"])
+            self.assertTrue(grade.phases.count_not_built(run))  # a later student's build listed them
+            self.assertEqual([t.name for t in unknown.tests], ["Z.a"])
+
+    def test_a_missing_chapter_folder_is_named(self):
+        ch = grade.Chapter("05", "fused-attention")
+        ch.status, ch.folder_missing = grade.MISSING, True
+        self.assertEqual(grade.chapter_note(ch), "chapter folder 05-fused-attention/ missing")
+        ch.folder_missing = False
+        self.assertEqual(grade.chapter_note(ch), "no student sources")
+
+
+class IntegrityMarkTests(unittest.TestCase):
+    def test_guards_mark_a_suspected_violation_with_its_reason(self):
+        chapters = student_chapters("cheat")
+        ch1, ch2, ch3 = chapters
+        self.assertTrue(grade.chapter_integrity_violation(ch1).startswith("the inspection: the student library refers"))
+        self.assertIn("attention_reference", grade.chapter_integrity_violation(ch1))
+        self.assertEqual(grade.test_integrity_violation(ch2.tests[0]), "host access to device memory")
+        self.assertEqual(grade.test_integrity_violation(ch2.tests[1]), "sandbox violation: a forbidden system call")
+        self.assertEqual(grade.chapter_integrity_violation(ch3), "")
+        self.assertEqual(grade.test_integrity_violation(grade.TestResult("A.b", grade.FAILED, "wrong", 0, "x != y")), "")
+        self.assertIn("SUSPECTED INTEGRITY VIOLATION: the inspection", grade.chapter_note(ch1))
+        self.assertIn("SUSPECTED INTEGRITY VIOLATION: host access to device memory (B.a)", grade.score_table(chapters))
+        data = grade.grade_json(chapters, {})
+        self.assertEqual([v["chapter"] for v in data["suspected_integrity_violations"]], ["ch01", "ch02"])
+        self.assertEqual(data["chapters"][1]["tests"][1]["suspected_integrity_violation"],
+                         "sandbox violation: a forbidden system call")
+        root = ET.fromstring(grade.junit_xml(chapters, "mallory"))
+        s2 = root.findall("testsuite")[1]
+        self.assertIn("host access", s2.find("properties/property[@name='suspected_integrity_violation']").get("value"))
+        self.assertTrue(s2.find("testcase/error").get("message").startswith("SUSPECTED INTEGRITY VIOLATION"))
+
+
+class JUnitPointsTests(unittest.TestCase):
+    def test_junit_names_the_student_and_carries_points(self):
+        chapters = student_chapters("broken")
+        root = ET.fromstring(grade.junit_xml(chapters, "carol", 42))
+        self.assertEqual(root.get("name"), "inferlab-grade carol")
+        props = {p.get("name"): p.get("value") for p in root.findall("properties/property")}
+        self.assertEqual((props["student"], props["seed"], props["score_percent"]), ("carol", "42", "66.67"))
+        earned = total = 0.0
+        for suite in root.findall("testsuite"):
+            self.assertEqual(suite.get("hostname"), "carol")
+            for case in suite.findall("testcase"):
+                p = {q.get("name"): float(q.get("value")) for q in case.findall("properties/property")}
+                earned += p["points"]
+                total += p["max_points"]
+        self.assertAlmostEqual(total, 100.0, places=2)
+        self.assertAlmostEqual(earned, grade.overall_score(chapters), places=2)  # ch02 and ch03 in full
+
+
+def check_gradescope_schema(test, data):
+    """Gradescope's results.json, field by field (gradescope-autograders.readthedocs.io, specs):
+    top level score (number), execution_time (integer seconds), optional output (string) and
+    visibility/stdout_visibility (hidden|after_due_date|after_published|visible), tests (list);
+    each test name (string), score and max_score (numbers), optional status (passed|failed),
+    output (string), visibility."""
+    visibilities = {"hidden", "after_due_date", "after_published", "visible"}
+    allowed = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+               "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+    test.assertIsInstance(data, dict)
+    test.assertLessEqual(set(data), allowed)
+    test.assertIsInstance(data["score"], (int, float))
+    test.assertNotIsInstance(data["score"], bool)
+    test.assertIsInstance(data["execution_time"], int)
+    test.assertIsInstance(data.get("output", ""), str)
+    for key in ("visibility", "stdout_visibility"):
+        if key in data:
+            test.assertIn(data[key], visibilities)
+    test.assertIsInstance(data["tests"], list)
+    test_fields = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
+                   "tags", "visibility", "extra_data"}
+    for t in data["tests"]:
+        test.assertLessEqual(set(t), test_fields)
+        test.assertIsInstance(t["name"], str)
+        test.assertIsInstance(t["score"], (int, float))
+        test.assertIsInstance(t["max_score"], (int, float))
+        test.assertLessEqual(t["score"], t["max_score"] + 1e-9)
+        test.assertIn(t.get("status", "passed"), {"passed", "failed"})
+        test.assertIsInstance(t["output"], str)
+        test.assertIn(t["visibility"], visibilities)
+    json.dumps(data)
+
+
+def check_prairielearn_schema(test, data):
+    """PrairieLearn's external grader results.json, field by field (prairielearn.readthedocs.io,
+    externalGrading): gradable (bool), score (number in [0, 1]), optional message and output
+    (strings), tests (list); each test name (string), points and max_points (numbers), optional
+    description, message, output (strings)."""
+    test.assertIsInstance(data, dict)
+    test.assertLessEqual(set(data), {"gradable", "score", "format_errors", "message", "output", "images", "tests",
+                                     "partial_scores"})
+    test.assertIsInstance(data["gradable"], bool)
+    test.assertIsInstance(data["score"], (int, float))
+    test.assertNotIsInstance(data["score"], bool)
+    test.assertTrue(0.0 <= data["score"] <= 1.0)
+    for key in ("message", "output"):
+        test.assertIsInstance(data.get(key, ""), str)
+    test.assertIsInstance(data["tests"], list)
+    for t in data["tests"]:
+        test.assertLessEqual(set(t), {"name", "description", "points", "max_points", "message", "output", "images"})
+        test.assertIsInstance(t["name"], str)
+        test.assertIsInstance(t["points"], (int, float))
+        test.assertIsInstance(t["max_points"], (int, float))
+        test.assertTrue(0 <= t["points"] <= t["max_points"] + 1e-9)
+        for key in ("description", "message", "output"):
+            test.assertIsInstance(t.get(key, ""), str)
+    json.dumps(data)
+
+
+class LmsTests(unittest.TestCase):
+    def test_gradescope_results(self):
+        chapters = student_chapters("broken")
+        data = grade.lms.gradescope_results(chapters, 12.6, "after_published", seed=7)
+        check_gradescope_schema(self, data)
+        self.assertEqual(data["execution_time"], 13)
+        self.assertEqual(len(data["tests"]), 7)  # one per graded test, ch01's four failed
+        self.assertAlmostEqual(data["score"], grade.overall_score(chapters), places=2)
+        self.assertAlmostEqual(sum(t["max_score"] for t in data["tests"]), 100.0, places=2)
+        self.assertEqual({t["visibility"] for t in data["tests"]}, {"after_published"})
+        first = data["tests"][0]
+        self.assertEqual((first["name"], first["score"], first["status"]), ("ch01 A.a", 0.0, "failed"))
+        self.assertIn("does not name a type", first["output"])
+        self.assertIn("seed 7", data["output"])
+        stubs = grade.lms.gradescope_results(student_chapters("stubs"), 1.0)
+        check_gradescope_schema(self, stubs)
+        self.assertEqual(stubs["score"], 0.0)
+        self.assertIn("not-implemented: not implemented yet", stubs["tests"][0]["output"])
+        cheat = grade.lms.gradescope_results(student_chapters("cheat"), 1.0)
+        check_gradescope_schema(self, cheat)
+        self.assertTrue(cheat["tests"][0]["output"].startswith("SUSPECTED INTEGRITY VIOLATION: the inspection"))
+        check_gradescope_schema(self, grade.lms.error_results("gradescope", "no chapter folders"))
+
+    def test_prairielearn_results(self):
+        data = grade.lms.prairielearn_results(student_chapters("broken"))
+        check_prairielearn_schema(self, data)
+        self.assertTrue(data["gradable"])
+        self.assertAlmostEqual(data["score"], 2 / 3, places=4)
+        self.assertEqual(len(data["tests"]), 7)
+        full = grade.lms.prairielearn_results(student_chapters("full"))
+        check_prairielearn_schema(self, full)
+        self.assertEqual(full["score"], 1.0)
+        nothing = student_chapters("stubs")
+        for ch in nothing:
+            ch.status, ch.tests = grade.NO_COMPILE, []
+        none_built = grade.lms.prairielearn_results(nothing)
+        check_prairielearn_schema(self, none_built)
+        self.assertFalse(none_built["gradable"])  # nothing builds: not a 0
+        self.assertEqual(len(none_built["tests"]), 3)  # tests unknown: one 'build' item per chapter
+        check_prairielearn_schema(self, grade.lms.error_results("prairielearn", "no chapter folders"))
+        self.assertFalse(grade.lms.error_results("prairielearn", "x")["gradable"])
+
+    def test_gradescope_autograder_package(self):
+        import zipfile
+        args = grade.parse_args(["--gradescope-autograder", "x.zip", "--chapters", "01,02", "--visibility", "hidden"])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "autograder.zip"
+            self.assertEqual(grade.lms.write_autograder(path, args), ["setup.sh", "run_autograder"])
+            with zipfile.ZipFile(path) as z:
+                names = set(z.namelist())
+                wanted = {"setup.sh", "run_autograder", "inferlab/inferlab", "inferlab/tools/grade.py",
+                          "inferlab/tools/grading/lms.py", "inferlab/exercises/CMakeLists.txt"}
+                self.assertEqual(wanted - names, set())
+                self.assertFalse(any(n.startswith(("inferlab/build/", "inferlab/grade/")) for n in names))
+                for script in ("setup.sh", "run_autograder"):
+                    self.assertTrue((z.getinfo(script).external_attr >> 16) & 0o111, script)
+                    self.assertTrue(z.read(script).startswith(b"#!/usr/bin/env bash\n"))
+                run = z.read("run_autograder").decode()
+                setup = z.read("setup.sh").decode()
+        for expected in ("/autograder/submission", "--out /autograder/results", "--format gradescope",
+                         "--visibility hidden", "--chapters 01,02", "--build-dir /autograder/build"):
+            self.assertIn(expected, run)
+        self.assertIn("./inferlab setup", setup)
+        self.assertIn("--student solutions --build-dir /autograder/build", setup)
+
+
+class ClassTests(unittest.TestCase):
+    def test_gradebook_rows(self):
+        students = [grade.classroom.StudentGrade("alice", student_chapters("full")),
+                    grade.classroom.StudentGrade("bob", student_chapters("stubs")),
+                    grade.classroom.StudentGrade("carol", student_chapters("broken")),
+                    grade.classroom.StudentGrade("mallory", student_chapters("cheat")),
+                    grade.classroom.StudentGrade("zed", error="not graded: /x/zed has no chapter folders")]
+        rows = grade.classroom.gradebook_rows(students, 99)
+        self.assertEqual(list(rows[0]), ["student", "ch01", "ch02", "ch03", "total", "passed", "tests", "seed",
+                                         "integrity", "notes"])
+        by = {r["student"]: r for r in rows}
+        self.assertEqual([by["alice"][k] for k in ("ch01", "total", "passed", "tests", "seed")],
+                         ["100.00", "100.00", "7", "7", "99"])
+        self.assertEqual([by["bob"][k] for k in ("total", "passed", "tests")], ["0.00", "0", "7"])
+        self.assertEqual([by["carol"][k] for k in ("ch01", "ch02", "total", "passed", "tests")],
+                         ["0.00", "100.00", "66.67", "3", "7"])
+        self.assertEqual(by["carol"]["notes"], "ch01: did not compile")
+        self.assertEqual(by["alice"]["integrity"], "")
+        self.assertIn("ch01: the inspection", by["mallory"]["integrity"])
+        self.assertIn("ch02: host access to device memory", by["mallory"]["integrity"])
+        self.assertEqual([by["zed"][k] for k in ("ch01", "total", "passed")], ["", "", ""])  # an error, not 0%
+        self.assertIn("has no chapter folders", by["zed"]["notes"])
+        text = grade.classroom.gradebook_csv(rows)
+        import csv
+        import io
+        self.assertEqual(list(csv.DictReader(io.StringIO(text))), rows)
+        table = grade.classroom.gradebook_table(rows)
+        self.assertIn("SUSPECTED INTEGRITY VIOLATION ch01", table)
+
+    def test_class_and_student_folders(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "alice" / "01-naive-cpu-attention").mkdir(parents=True)
+            (root / "bob" / "exercises" / "01-naive-cpu-attention").mkdir(parents=True)  # a whole clone
+            (root / "zed" / "notes").mkdir(parents=True)
+            (root / ".git").mkdir()
+            folders = grade.classroom.student_folders(root, root / "grades")
+            self.assertEqual([f.name for f in folders], ["alice", "bob", "zed"])
+            self.assertEqual(grade.classroom.student_tree(root / "bob"), root / "bob" / "exercises")
+            self.assertEqual(grade.classroom.student_tree(root / "alice"), root / "alice")
+            with self.assertRaisesRegex(grade.GradeError, "one student's tree, not a class"):
+                grade.classroom.student_folders(root / "alice")
+            with self.assertRaisesRegex(grade.GradeError, "no student folders"):
+                grade.classroom.student_folders(root / "zed" / "notes")
+            # --student on a folder with no chapter folders: an error (exit 2), not a 0%.
+            for folder, hint in ((root / "zed", "not a copy of exercises/"), (root, "its folder alice has them — use --student")):
+                args = grade.parse_args(["--student", str(folder), "--out", str(root / "out")])
+                with self.assertRaisesRegex(grade.GradeError, hint):
+                    grade.phases.prepare(args)
+
+    def test_options_and_replay(self):
+        args = grade.parse_args(["--class", "/subs", "--seed", "5", "--build-dir", "build/default"])
+        self.assertEqual(grade.phases.replay_command(args, 5),
+                         "./inferlab grade --class /subs --build-dir build/default --seed 5")
+        args = grade.parse_args(["--student", "/subs/alice", "--chapters", "01"])
+        self.assertEqual(grade.phases.replay_command(args, 9), "./inferlab grade --student /subs/alice --chapters 01 --seed 9")
+        for bad in (["--class", "/subs", "--student", "x"], ["--class", "/subs", "--expect-full-marks"],
+                    ["--format", "moodle"], ["--visibility", "sometimes"]):
+            with self.assertRaises(SystemExit, msg=bad), open(os.devnull, "w") as devnull:
+                stderr, sys.stderr = sys.stderr, devnull
+                try:
+                    grade.parse_args(bad)
+                finally:
+                    sys.stderr = stderr
+
+
 class ContainmentTests(unittest.TestCase):
     def test_timeout_kills_the_process_group(self):
         # The child leaves a grandchild behind; both must die with the group.

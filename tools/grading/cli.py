@@ -7,7 +7,11 @@ import os
 import signal
 import sys
 
+from pathlib import Path
+
+from .classroom import grade_class
 from .contain import kill_all_live
+from .lms import FORMATS, VISIBILITIES, write_autograder, write_error_results
 from .model import GradeError
 from .phases import grade
 
@@ -44,8 +48,30 @@ what it does
 
 score
   chapter score = tests passed / graded tests of the chapter (each TEST is one unit);
-  a chapter that does not compile, does not link or fails the inspection scores 0.
-  overall = the mean of the chapter scores (each chapter weighs the same).
+  a chapter that does not compile, does not link or fails the inspection scores 0, and each of
+  its graded tests (as this build folder last listed them) counts as failed in every total.
+  overall = the mean of the chapter scores (each chapter weighs the same); a test is worth its
+  chapter's 100/chapters points over the chapter's tests (the points in junit.xml and results.json).
+  A failure an integrity guard caught (the inspection: a forbidden symbol, startup code, an
+  include not offered; host access to device memory; a sandbox violation) is marked SUSPECTED
+  INTEGRITY VIOLATION with its reason, in the table, grade.json, junit.xml and the gradebook.
+
+a class (--class DIR)
+  every subfolder of DIR is one student's copy of exercises/ (or a clone holding exercises/),
+  graded one after another in one shared build folder (default build/grade-student) with one
+  seed for the whole class (printed with the command that replays it); each student's reports go
+  to OUT/<student>/ and the class's gradebook to OUT/gradebook.csv (OUT: --out, default
+  grade/class-<DIR's name>/): student, each chapter's score (%), total (%), passed, tests, seed,
+  integrity, notes. A folder that has no chapter folders is a row "not graded: ..." (and exit
+  status 2), never a 0%; the other students are graded.
+
+LMS output
+  --format gradescope     also writes OUT/results.json as Gradescope's autograder reads it
+                          (score, execution_time, tests: name, score, max_score, output, visibility)
+  --format prairielearn   also writes OUT/results.json as PrairieLearn's external grader reads it
+                          (gradable: false when no chapter builds, score in [0, 1], tests)
+  --gradescope-autograder OUT.zip   writes Gradescope's autograder package (setup.sh,
+                          run_autograder, the lab under inferlab/) and grades nothing
 
 what the grader guarantees (docs: README "Grading")
   the verdict    student code runs only in sandboxed child processes of the test (fork +
@@ -78,7 +104,8 @@ exit status
   0  graded (whatever the score: a low grade is not an error)
   1  --expect-not-implemented / --expect-full-marks / --expect-zero was not met
   2  the grader itself could not run (bad folder, configure failed, the lab's own code
-     does not build, ...)
+     does not build, ...), or --class: a student folder could not be graded (its row says why;
+     the gradebook is written)
 
 examples
   ./inferlab grade                              # a student grading their own exercises/
@@ -87,6 +114,10 @@ examples
   ./inferlab grade --student solutions --expect-full-marks
   ./inferlab grade --student exercises --expect-not-implemented   # what .ci/run checks
   ./inferlab grade --student solutions --chapters 10 --expect-full-marks   # one chapter only
+  ./inferlab grade --class ~/subs --build-dir build/grade-class   # a class: ~/subs/<student>/
+  ./inferlab grade --class ~/subs --seed 1234                    # the class's data again
+  ./inferlab grade --student /grade/student --out /grade/results --format prairielearn
+  ./inferlab grade --gradescope-autograder autograder.zip --visibility after_published
 """
 
 
@@ -126,6 +157,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="grade only these chapters (comma-separated two-digit numbers, e.g. 09,10); the "
                         "others are left out of the table, the reports and the expectations (default: every "
                         "chapter folder of exercises/)")
+    p.add_argument("--class", dest="class_dir", metavar="DIR",
+                   help="grade a class: every subfolder of DIR is one student's copy of exercises/; one shared "
+                        "build, one seed; writes OUT/gradebook.csv and OUT/<student>/ (see 'a class' below)")
+    p.add_argument("--format", choices=FORMATS,
+                   help="also write OUT/results.json for Gradescope's autograder or PrairieLearn's external grader")
+    p.add_argument("--visibility", choices=VISIBILITIES, default="visible",
+                   help="Gradescope: when students see the tests' results (default: visible)")
+    p.add_argument("--gradescope-autograder", metavar="OUT.zip",
+                   help="write Gradescope's autograder package (setup.sh, run_autograder, the lab) and exit; "
+                        "--chapters, --timeout, --seed and --visibility are passed on to its grading")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--expect-not-implemented", action="store_true",
                    help="exit 1 unless every chapter compiles and every graded test fails with "
@@ -138,6 +179,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.student_pos and args.student and args.student_pos != args.student:
         p.error("give the student tree once (DIR or --student DIR)")
+    if args.class_dir and (args.student or args.student_pos):
+        p.error("give a class (--class DIR) or one student (--student DIR), not both")
+    if args.class_dir and (args.expect_not_implemented or args.expect_full_marks or args.expect_zero):
+        p.error("--expect-* check one student tree; not with --class")
     args.student = args.student or args.student_pos or "exercises"
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
@@ -164,9 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        return grade(args)
+        if args.gradescope_autograder:
+            zip_path = Path(args.gradescope_autograder).expanduser().resolve()
+            scripts = write_autograder(zip_path, args)
+            print(f"wrote {zip_path} ({', '.join(scripts)}, the lab under inferlab/): upload it as the "
+                  "assignment's autograder (Gradescope: Configure Autograder → Zip file upload)")
+            return 0
+        return grade_class(args) if args.class_dir else grade(args)
     except GradeError as e:
         print(f"inferlab grade: {e}", file=sys.stderr)
+        write_error_results(args, str(e))
         return 2
     except KeyboardInterrupt:
         print("inferlab grade: interrupted", file=sys.stderr)

@@ -29,6 +29,7 @@ class TestResult:
     duration_s: float = 0.0
     output: str = ""          # captured output (possibly truncated)
     returncode: int | None = None
+    ran: bool = True          # False: a test of a chapter that did not build, counted as failed
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Chapter:
     build_s: float = 0.0
     tests: list[TestResult] = field(default_factory=list)
     binary: Path | None = None
+    folder_missing: bool = False  # the student's tree has no folder NN-slug for this chapter
 
     @property
     def key(self) -> str:

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import tempfile
@@ -21,13 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import integrity
+from .lms import write_results
 from .build import (blames_student, build_target, declares_graded_test, discover_chapters, failed_outputs, find_binary,
                     first_errors, lab_libraries, ninja_targets, resolve_student)
 from .contain import kill_all_live, limit_children, run_contained
 from .gtest import classify, parse_gtest_list, parse_gtest_xml
-from .model import (FORBIDDEN, GRADED, LAB_BROKEN, MISSING, NO_COMPILE, NO_LINK, NO_LIST, NO_TESTS, PASSED, ROOT,
-                    Chapter, GradeError, TestResult)
-from .report import check_expectations, check_zero, chapter_note, grade_json, junit_xml, score_table
+from .model import (CHAPTER_DIR, FORBIDDEN, GRADED, LAB_BROKEN, MISSING, NO_COMPILE, NO_LINK, NO_LIST, NO_TESTS,
+                    PASSED, ROOT, Chapter, GradeError, TestResult)
+from .report import (check_expectations, check_zero, chapter_note, fill_not_built, grade_json, junit_xml,
+                     score_table)
 
 
 def say(msg: str = "") -> None:
@@ -48,14 +51,22 @@ class GradeRun:
     seed: int = 0
     chapters: list[Chapter] = field(default_factory=list)
     lab_broken: bool = False
+    lock: object = None              # the build folder's lock file, held from configure() to release()
+    quiet: bool = False              # a class run: the per-student table, not the header
+
+    def release(self) -> None:
+        """Lets another grade run (or the next student of a class) use the build folder."""
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
 
 
 # ---- 1. prepare ---------------------------------------------------------------------------------
 
 
-def prepare(args: argparse.Namespace) -> GradeRun:
+def prepare(args: argparse.Namespace, run: GradeRun | None = None) -> GradeRun:
     """The student tree, the build and report folders, the seed."""
-    run = GradeRun(args)
+    run = run or GradeRun(args)
     for tool, pkg in (("cmake", "cmake"), ("ninja", "ninja-build"), ("g++", "g++"), ("nm", "binutils"),
                       ("readelf", "binutils")):
         if not shutil.which(tool):
@@ -64,6 +75,15 @@ def prepare(args: argparse.Namespace) -> GradeRun:
     if not run.student_dir.is_dir():
         raise GradeError(f"student tree '{args.student}' is not a folder "
                          "(use exercises, solutions or a path to a copy of exercises/)")
+    if not has_chapter_folders(run.student_dir):
+        # Graded anyway it would score 0% with nothing wrong to show: a wrong folder, not a grade.
+        inside = [d.name for d in sorted(run.student_dir.iterdir()) if d.is_dir() and has_chapter_folders(d)]
+        hint = (f"; its folder{'s' if len(inside) > 1 else ''} {', '.join(inside[:3])} "
+                f"{'have' if len(inside) > 1 else 'has'} them" + (" — a class? use --class" if len(inside) > 1 else
+                                                                   f" — use --student {run.student_dir / inside[0]}")
+                if inside else "")
+        raise GradeError(f"{run.student_dir} has no chapter folders (NN-slug, e.g. 01-naive-cpu-attention): "
+                         f"it is not a copy of exercises/{hint}")
     # exercises and solutions get their own build folders; every student copy shares one, so
     # grading a class recompiles only each student's files (a lock serialises concurrent runs).
     if args.build_dir:
@@ -85,8 +105,21 @@ def prepare(args: argparse.Namespace) -> GradeRun:
         raise GradeError(f"no chapter folders (NN-slug) in {ROOT / 'exercises'}")
     say(f"== inferlab grade: {run.student_dir}")
     say(f"   build folder {_show(run.build)}, report in {run.out}")
-    say(f"   seed {run.seed} (the same data again: --seed {run.seed})")
+    if not run.quiet:
+        say(f"   seed {run.seed} (the same data again: {replay_command(args, run.seed)})")
     return run
+
+
+def has_chapter_folders(folder: Path) -> bool:
+    return any(d.is_dir() and CHAPTER_DIR.match(d.name) for d in folder.iterdir())
+
+
+def replay_command(args: argparse.Namespace, seed: int) -> str:
+    """The command that grades the same tree (or class) on the same data again."""
+    what = f"--class {args.class_dir}" if getattr(args, "class_dir", None) else f"--student {args.student}"
+    chapters = f" --chapters {','.join(args.chapters)}" if getattr(args, "chapters", None) else ""
+    build = f" --build-dir {args.build_dir}" if getattr(args, "build_dir", None) else ""
+    return f"./inferlab grade {what}{chapters}{build} --seed {seed}"
 
 
 def select_chapters(chapters: list[Chapter], numbers: list[str] | None) -> list[Chapter]:
@@ -114,7 +147,7 @@ def configure(run: GradeRun) -> set[str]:
     tree's files). Returns the build's target names. Holds the folder's lock from here on."""
     run.build.mkdir(parents=True, exist_ok=True)
     lock_path = run.build.parent / f".{run.build.name}.lock"
-    run.lock = lock_path.open("w")  # kept open (and locked) until the process ends
+    run.lock = lock_path.open("w")  # kept open (and locked) until release() or the process ends
     try:
         fcntl.flock(run.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -155,8 +188,11 @@ def build_chapter(run: GradeRun, ch: Chapter, targets: set[str]) -> None:
     if test not in targets or lib not in targets:
         # The graded test exists only when the student library does (tests/NN-slug/).
         ch.status = MISSING if declares_graded_test(ch.title, test) else NO_TESTS
-        say(f"== {ch.key}: {chapter_note(ch)}"
-            + (f" (no .cpp or .cu in {run.student_dir / ch.title})" if ch.status == MISSING else ""))
+        ch.folder_missing = ch.status == MISSING and not (run.student_dir / ch.title).is_dir()
+        if ch.status == MISSING:
+            ch.build_errors = (f"the student's tree {run.student_dir} has no folder {ch.title}/" if ch.folder_missing
+                               else f"no .cpp or .cu in {run.student_dir / ch.title}")
+        say(f"== {ch.key}: {chapter_note(ch)}" + (f" ({ch.build_errors})" if ch.status == MISSING else ""))
         return
     log_path = run.logs / f"build-{ch.key}.log"
     t0 = time.monotonic()
@@ -218,7 +254,37 @@ def list_tests(run: GradeRun, env: dict) -> list[tuple[Chapter, str]]:
             say(f"== {ch.key}: {chapter_note(ch)} ({msg})")
             continue
         work += [(ch, n) for n in names]
+        save_test_list(run.build, ch, names)
     return work
+
+
+# Each chapter's graded tests as its program last listed them, kept in the build folder: a chapter
+# that does not build for one student still counts every one of its tests as failed.
+def _test_list_path(build: Path, ch: Chapter) -> Path:
+    return build / "grade-test-lists" / f"{ch.key}.txt"
+
+
+def save_test_list(build: Path, ch: Chapter, names: list[str]) -> None:
+    path = _test_list_path(build, ch)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("".join(n + "\n" for n in names))
+
+
+def saved_test_list(build: Path, ch: Chapter) -> list[str]:
+    path = _test_list_path(build, ch)
+    return path.read_text().split() if path.is_file() else []
+
+
+def count_not_built(run: GradeRun) -> bool:
+    """Records the tests of each chapter that did not build as failed; False when a chapter's
+    tests are not known yet (no build in this folder has listed them)."""
+    known = True
+    for ch in run.chapters:
+        if ch.status in (GRADED, NO_TESTS) or ch.tests:
+            continue
+        fill_not_built(ch, saved_test_list(run.build, ch))
+        known = known and bool(ch.tests)
+    return known
 
 
 def run_test(binary: Path, test: str, timeout_s: float, env: dict, seed: int) -> TestResult:
@@ -260,10 +326,11 @@ def run_tests(run: GradeRun, work: list[tuple[Chapter, str]], env: dict) -> None
 # ---- 6. report ----------------------------------------------------------------------------------
 
 
-def report(run: GradeRun) -> int:
+def write_reports(run: GradeRun) -> None:
+    """The score table on stdout; grade.json, junit.xml, logs/ and, with --format, results.json."""
     chapters, logs, out, args = run.chapters, run.logs, run.out, run.args
     for ch in chapters:
-        if not ch.tests:
+        if not any(t.ran for t in ch.tests):
             continue
         d = logs / ch.key
         d.mkdir(exist_ok=True)
@@ -271,7 +338,7 @@ def report(run: GradeRun) -> int:
             (d / (re.sub(r"[^A-Za-z0-9._-]+", "_", t.name) + ".log")).write_text(t.output)
     say()
     say(score_table(chapters))
-    details = [(ch, t) for ch in chapters for t in ch.tests if t.outcome != PASSED]
+    details = [(ch, t) for ch in chapters for t in ch.tests if t.outcome != PASSED and t.ran]
     if details:
         say()
         say("not passed:")
@@ -292,10 +359,23 @@ def report(run: GradeRun) -> int:
         "duration_s": round(time.monotonic() - run.started, 1),
     }
     (out / "grade.json").write_text(json.dumps(grade_json(chapters, meta), indent=2) + "\n")
-    (out / "junit.xml").write_bytes(junit_xml(chapters))
+    (out / "junit.xml").write_bytes(junit_xml(chapters, student_name(run), run.seed))
+    written = [out / "grade.json", out / "junit.xml"]
+    if getattr(args, "format", None):
+        written.append(write_results(out, args, chapters, time.monotonic() - run.started, run.seed))
     say()
-    say(f"report: {out / 'grade.json'}, {out / 'junit.xml'}, logs in {logs} "
-        f"({time.monotonic() - run.started:.0f} s)")
+    say(f"report: {', '.join(map(str, written))}, logs in {logs} ({time.monotonic() - run.started:.0f} s)")
+
+
+def student_name(run: GradeRun) -> str:
+    """The student as the reports name them: the folder's name (exercises, solutions, alice)."""
+    return run.student_dir.name
+
+
+def report(run: GradeRun) -> int:
+    """The reports, then the exit status: the lab broken, or an expectation not met."""
+    write_reports(run)
+    chapters, args = run.chapters, run.args
 
     if run.lab_broken:
         raise GradeError("the lab's own code (not the student's) failed to build; see the logs above")
@@ -321,13 +401,27 @@ def report(run: GradeRun) -> int:
     return 0
 
 
+def grade_tree(args: argparse.Namespace, quiet: bool = False) -> GradeRun:
+    """Phases 1–5 for one student tree (no report): the build folder's lock is released at the
+    end, and the memory cap the tests ran under is lifted again (a class builds its next student)."""
+    run = prepare(args, GradeRun(args, quiet=quiet))
+    try:
+        targets = configure(run)
+        for ch in run.chapters:
+            build_chapter(run, ch, targets)
+        env = test_environment(run)
+        saved = resource.getrlimit(resource.RLIMIT_AS)
+        limit_children(args.memory_limit)
+        try:
+            run_tests(run, list_tests(run, env), env)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, saved)
+        count_not_built(run)
+    finally:
+        run.release()
+    return run
+
+
 def grade(args: argparse.Namespace) -> int:
     """The whole run; returns the exit status (see the epilog)."""
-    run = prepare(args)
-    targets = configure(run)
-    for ch in run.chapters:
-        build_chapter(run, ch, targets)
-    env = test_environment(run)
-    limit_children(args.memory_limit)
-    run_tests(run, list_tests(run, env), env)
-    return report(run)
+    return report(grade_tree(args))
