@@ -8,7 +8,7 @@ namespace inferlab::engine {
 
 std::optional<RequestDelta> RequestStream::next() {
   std::unique_lock lock(mutex_);
-  ready_.wait(lock, [&] { return !deltas_.empty() || error_ || read_all_; });
+  ready_.wait(lock, [&] { return readable(); });
   if (!deltas_.empty()) {
     RequestDelta delta = std::move(deltas_.front());
     deltas_.pop_front();
@@ -21,7 +21,7 @@ std::optional<RequestDelta> RequestStream::next() {
 
 bool RequestStream::wait_for(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  return ready_.wait_for(lock, timeout, [&] { return !deltas_.empty() || error_ || read_all_; });
+  return ready_.wait_for(lock, timeout, [&] { return readable(); });
 }
 
 bool RequestStream::finished() const {

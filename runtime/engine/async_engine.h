@@ -75,6 +75,7 @@ class RequestStream {
   friend class AsyncEngine;
   void push(RequestDelta delta, std::optional<RequestMetrics> metrics = std::nullopt);
   void fail(std::exception_ptr error);
+  bool readable() const { return !deltas_.empty() || error_ || read_all_; }  // with mutex_: next() would not block
 
   mutable std::mutex mutex_;
   std::condition_variable ready_;

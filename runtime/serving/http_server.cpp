@@ -17,6 +17,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include "common/json.h"
+
 namespace inferlab::serving {
 namespace {
 
@@ -44,15 +46,12 @@ std::string serialize(const HttpResponse& response, bool keep_alive) {
 
 HttpResponse error_response(int status, const std::string& message) {
   // OpenAI's error object; the transport knows no more about the API than this.
-  const std::string type = status == 503 ? "unavailable_error" : "invalid_request_error";
-  std::string escaped;
-  for (const char c : message) {
-    if (c == '"' || c == '\\') escaped += '\\';
-    escaped += c;
-  }
-  return {status, "application/json",
-          R"({"error": {"message": ")" + escaped + R"(", "type": ")" + type + R"(", "param": null, "code": null}})",
-          {}};
+  const Json error{{"error",
+                    {{"message", message},
+                     {"type", status == 503 ? "unavailable_error" : "invalid_request_error"},
+                     {"param", nullptr},
+                     {"code", nullptr}}}};
+  return {status, "application/json", error.dump(-1, ' ', false, Json::error_handler_t::replace), {}};
 }
 
 }  // namespace
@@ -107,9 +106,9 @@ bool ResponseWriter::begin_events() {
 
 bool ResponseWriter::write_events(std::string_view data) {
   if (data.empty()) return !failed_;
-  std::ostringstream size;
-  size << std::hex << data.size() << "\r\n";
-  return write_all(size.str()) && write_all(data) && write_all("\r\n");
+  std::ostringstream chunk;  // one send: the size line, the data, the chunk's end
+  chunk << std::hex << data.size() << "\r\n" << data << "\r\n";
+  return write_all(chunk.str());
 }
 
 bool ResponseWriter::end_events() {

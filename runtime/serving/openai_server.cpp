@@ -250,7 +250,12 @@ OpenAiServer::OpenAiServer(engine::AsyncEngine& engine, const tokenizer::BpeToke
       tokenizer_(tokenizer),
       model_(std::move(model)),
       admission_(model_.max_running, model_.max_waiting),
-      metrics_(model_.name) {}
+      metrics_(model_.name),
+      model_object_{{"id", model_.name},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "inferlab"},
+                    {"max_model_len", model_.max_seq_len}} {}
 
 ResponseHeader OpenAiServer::new_header(Endpoint endpoint) {
   ResponseHeader h;
@@ -428,23 +433,18 @@ HttpAnswer OpenAiServer::health() const {
 
 HttpAnswer OpenAiServer::route(const HttpRequest& request) {
   const bool get = request.method == "GET", post = request.method == "POST";
-  const Json model{{"id", model_.name},
-                   {"object", "model"},
-                   {"created", 0},
-                   {"owned_by", "inferlab"},
-                   {"max_model_len", model_.max_seq_len}};
   if (get && request.path == "/health") return health();
   if (get && request.path == "/metrics")
     return now({200, kPrometheusContentType, metrics_.render(engine_.stats()), {}});
   if (get && request.path == "/v1/models")
-    return now(json_response(200, Json{{"object", "list"}, {"data", Json::array({model})}}));
+    return now(json_response(200, Json{{"object", "list"}, {"data", Json::array({model_object_})}}));
   if (get && request.path.starts_with("/v1/models/")) {
     const std::string id = request.path.substr(std::string("/v1/models/").size());
     if (id != model_.name)
       return now(error_response(ApiError(
           404, "the model '" + id + "' does not exist: this server serves '" + model_.name + "'", "model",
           "not_found_error", "model_not_found")));
-    return now(json_response(200, model));
+    return now(json_response(200, model_object_));
   }
   if (post && request.path == "/v1/chat/completions") return generate(Endpoint::chat, request);
   if (post && request.path == "/v1/completions") return generate(Endpoint::completions, request);

@@ -86,6 +86,7 @@ class OpenAiServer {
   AdmissionControl admission_;
   ServingMetrics metrics_;
   std::atomic<int64_t> next_response_ = 0;
+  Json model_object_;  // the model as /v1/models lists it (it never changes)
 };
 
 }  // namespace inferlab::serving
