@@ -22,31 +22,90 @@ int32_t greedy_token(std::span<const float> logits) {
   return best;
 }
 
+namespace {
+
+// Nucleus sampling's candidates: softmax(logits / temperature) in double (max subtracted), the
+// token ids by decreasing probability (ties: smaller id first), and how many of them the nucleus
+// keeps (up to the first whose cumulative probability reaches top_p) with their mass.
+struct Nucleus {
+  std::vector<double> p;       // softmax probabilities, by token id
+  std::vector<int32_t> order;  // ids by decreasing p
+  size_t kept = 0;             // the nucleus: order[0, kept)
+  double mass = 0.0;           // Σ p over the nucleus
+};
+
+Nucleus nucleus(std::span<const float> logits, float temperature, float top_p) {
+  Nucleus n;
+  const double max = double(*std::max_element(logits.begin(), logits.end()));
+  n.p.resize(logits.size());
+  double total = 0.0;
+  for (size_t i = 0; i < n.p.size(); ++i) total += n.p[i] = std::exp((double(logits[i]) - max) / double(temperature));
+  for (double& x : n.p) x /= total;
+  n.order.resize(n.p.size());
+  std::iota(n.order.begin(), n.order.end(), 0);
+  std::stable_sort(n.order.begin(), n.order.end(),
+                   [&](int32_t a, int32_t b) { return n.p[size_t(a)] > n.p[size_t(b)]; });
+  while (n.kept < n.order.size()) {
+    n.mass += n.p[size_t(n.order[n.kept++])];
+    if (n.mass >= double(top_p)) break;
+  }
+  return n;
+}
+
+void require_no_nan(std::span<const float> logits) {
+  require(!logits.empty(), "logits.size()", 0, "must be > 0");
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isnan(logits[i])) require(false, "logits[" + std::to_string(i) + "]", logits[i], "is NaN");
+}
+
+}  // namespace
+
 int32_t sample_top_p(std::span<const float> logits, float temperature, float top_p, double u) {
   require(!logits.empty(), "logits.size()", 0, "must be > 0");
   require(temperature > 0.0f, "temperature", temperature, "must be > 0 to sample (0 is greedy)");
   require(top_p > 0.0f && top_p <= 1.0f, "top_p", top_p, "must be in (0, 1]");
   require(u >= 0.0 && u < 1.0, "u", u, "must be in [0, 1)");
-  const double max = double(*std::max_element(logits.begin(), logits.end()));
-  std::vector<double> p(logits.size());
-  double total = 0.0;
-  for (size_t i = 0; i < p.size(); ++i) total += p[i] = std::exp((double(logits[i]) - max) / double(temperature));
-  std::vector<int32_t> order(p.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
-  size_t kept = 0;
-  double mass = 0.0;
-  while (kept < order.size()) {
-    mass += p[size_t(order[kept++])] / total;
-    if (mass >= double(top_p)) break;
-  }
-  const double target = u * mass;
+  const Nucleus n = nucleus(logits, temperature, top_p);
+  const double target = u * n.mass;
   double cumulative = 0.0;
-  for (size_t i = 0; i < kept; ++i) {
-    cumulative += p[size_t(order[i])] / total;
-    if (cumulative > target) return order[i];
+  for (size_t i = 0; i < n.kept; ++i) {
+    cumulative += n.p[size_t(n.order[i])];
+    if (cumulative > target) return n.order[i];
   }
-  return order[kept - 1];  // rounding: u·mass at the very top
+  return n.order[n.kept - 1];  // rounding: u·mass at the very top
+}
+
+std::vector<double> sampling_distribution(std::span<const float> logits, const SamplingParams& params) {
+  require_no_nan(logits);
+  std::vector<double> out(logits.size(), 0.0);
+  if (params.greedy()) {
+    out[size_t(greedy_token(logits))] = 1.0;
+    return out;
+  }
+  const Nucleus n = nucleus(logits, params.temperature, params.top_p);
+  for (size_t i = 0; i < n.kept; ++i) out[size_t(n.order[i])] = n.p[size_t(n.order[i])] / n.mass;
+  return out;
+}
+
+int32_t sample_distribution(std::span<const double> p, double u) {
+  require(!p.empty(), "p.size()", 0, "must be > 0");
+  require(u >= 0.0 && u < 1.0, "u", u, "must be in [0, 1)");
+  double total = 0.0;
+  int32_t last = -1;  // the last id with a positive weight
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (!(p[i] >= 0.0) || !std::isfinite(p[i]))
+      require(false, "p[" + std::to_string(i) + "]", p[i], "must be a finite weight ≥ 0");
+    total += p[i];
+    if (p[i] > 0.0) last = int32_t(i);
+  }
+  require(total > 0.0, "p's sum", total, "must be > 0");
+  const double target = u * total;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    cumulative += p[i];
+    if (p[i] > 0.0 && cumulative > target) return int32_t(i);
+  }
+  return last;
 }
 
 double next_uniform(uint64_t& state) {

@@ -23,6 +23,20 @@ int32_t greedy_token(std::span<const float> logits);
 /// (0, 1] or u outside [0, 1).
 int32_t sample_top_p(std::span<const float> logits, float temperature, float top_p, double u);
 
+/// The distribution choose_token() draws from, over the whole vocabulary: for greedy @p params,
+/// 1 at greedy_token() and 0 elsewhere; else softmax(logits / temperature) (in double, max
+/// subtracted) kept on sample_top_p()'s nucleus (the most likely tokens, ties: smaller id first,
+/// up to the first whose cumulative probability reaches top_p) and renormalised there, 0
+/// elsewhere. Sums to 1. Throws std::invalid_argument for empty logits or a NaN.
+std::vector<double> sampling_distribution(std::span<const float> logits, const SamplingParams& params);
+
+/// A token drawn from @p p (non-negative weights, not necessarily normalised) by the inverse
+/// of its cumulative distribution in id order: the first id whose cumulative weight exceeds
+/// @p u · Σp (the last id with a positive weight when rounding leaves none). Throws
+/// std::invalid_argument when p is empty, has a negative or non-finite weight or sums to 0, or
+/// when u is outside [0, 1).
+int32_t sample_distribution(std::span<const double> p, double u);
+
 /// log p(@p token) under softmax(@p logits) (computed in double, max subtracted) and the @p top
 /// most likely tokens' (by decreasing p, ties: smaller id first). Throws std::invalid_argument for
 /// empty logits, a token out of range or top < 0.

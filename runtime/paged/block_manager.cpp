@@ -132,6 +132,20 @@ void BlockManager::free(BlockTable& table) {
   table = BlockTable{};
 }
 
+void BlockManager::truncate(BlockTable& table, int64_t num_tokens) {
+  const int64_t registered = table.num_registered * block_size();
+  require(num_tokens >= registered && num_tokens <= table.num_tokens, "num_tokens", num_tokens,
+          "must be in [" + std::to_string(registered) + ", " + std::to_string(table.num_tokens) +
+              "]: the table's slotted tokens, not below its blocks offered to the prefix cache");
+  const auto kept = size_t(blocks_needed(num_tokens));
+  while (table.blocks.size() > kept) {
+    pool_.release(table.blocks.back());
+    table.blocks.pop_back();
+  }
+  table.hashes.resize(std::min(table.hashes.size(), size_t(num_tokens / block_size())));
+  table.num_tokens = num_tokens;
+}
+
 int64_t BlockManager::blocks_needed(int64_t num_tokens) const {
   require(num_tokens >= 0, "num_tokens", num_tokens, "must be >= 0");
   return num_tokens / block_size() + (num_tokens % block_size() != 0 ? 1 : 0);

@@ -111,6 +111,14 @@ class BlockManager {
   /// append to a shared partial block copies it. Never needs a block.
   BlockTable fork(const BlockTable& parent);
 
+  /// Rollback (speculative decoding, chapter 12): keeps only the first @p num_tokens tokens of
+  /// @p table — the blocks past ⌈num_tokens / block_size⌉ are released, last to first, and the
+  /// hashes of blocks that are no longer full are dropped (a block filled by guesses that were
+  /// then rejected is never registered in the prefix cache). The kept last block's rows past
+  /// num_tokens keep stale K/V that the next appends overwrite. Throws std::invalid_argument when
+  /// @p num_tokens is outside [table.num_registered · block_size, table.num_tokens]: a block
+  /// already offered to the prefix cache cannot be taken back.
+  void truncate(BlockTable& table, int64_t num_tokens);
   /// Releases every block of @p table and empties it. Blocks are released last to first, as vLLM
   /// does: a hashed block becomes evictable when its refcount reaches 0, so the sequence's tail —
   /// the part least likely to be another prompt's prefix — is evicted before its head.
