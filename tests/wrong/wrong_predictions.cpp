@@ -7,7 +7,9 @@
 // of them, the weights read per sequence, a whole step for half of one, no rounding up; for a real
 // model's file: the tied output head forgotten or counted twice, the codes without their block's
 // scale and minimum, Q4_0's block for Q4_1; for a server: the KV of one sequence, the batch
-// forgotten (tokens/s for requests/s), the queue or the TTFT forgotten, λ / W for λ · W.
+// forgotten (tokens/s for requests/s), the queue or the TTFT forgotten, λ / W for λ · W; for
+// speculative decoding: the target's own token forgotten, the draft's time forgotten, every guess
+// accepted, Σ p·q for Σ min(p, q), greedy speculation changing the output.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,6 +29,7 @@
 #include "tests/09-serving/predictions_check.h"
 #include "tests/10-parallelism/predictions_check.h"
 #include "tests/11-compute-roof/predictions_check.h"
+#include "tests/12-speculative-decoding/predictions_check.h"
 
 namespace inferlab {
 namespace {
@@ -688,5 +691,67 @@ TEST(WrongPredictionsCh11, RidgeRowsFromTheWeightsAlone) {
                   "the weights' bytes only");
 }
 
+// ---- chapter 12 ----
+
+double ch12_tokens(double alpha, int64_t gamma) {
+  return alpha == 1.0 ? double(gamma + 1) : (1.0 - std::pow(alpha, double(gamma + 1))) / (1.0 - alpha);
+}
+
+TEST(WrongPredictionsCh12, RightAnswersPass) {
+  EXPECT_TRUE(testing::ch12::check_tokens_per_step(ch12_tokens));
+  EXPECT_TRUE(testing::ch12::check_speedup([](double a, int64_t g, double t1, double d, double v) {
+    return ch12_tokens(a, g) * t1 / (double(g) * d + v);
+  }));
+  EXPECT_TRUE(testing::ch12::check_guess_acceptance([](std::span<const double> p, int32_t d) { return p[size_t(d)]; }));
+  EXPECT_TRUE(testing::ch12::check_acceptance_rate([](std::span<const double> p, std::span<const double> q) {
+    double a = 0.0;
+    for (size_t t = 0; t < p.size(); ++t) a += std::min(p[t], q[t]);
+    return a;
+  }));
+  EXPECT_TRUE(testing::ch12::check_greedy_unchanged([] { return false; }));
+}
+
+TEST(WrongPredictionsCh12, TheTargetsOwnTokenForgotten) {
+  expect_rejected(testing::ch12::check_tokens_per_step([](double a, int64_t g) { return ch12_tokens(a, g) - 1.0; }),
+                  "the accepted guesses only");
+}
+
+TEST(WrongPredictionsCh12, TheBonusTokenForgotten) {
+  expect_rejected(testing::ch12::check_tokens_per_step([](double a, int64_t g) {
+                    return a == 1.0 ? double(g) : (1.0 - std::pow(a, double(g))) / (1.0 - a);
+                  }),
+                  "(1 − α^γ) / (1 − α) (one power short");
+}
+
+TEST(WrongPredictionsCh12, TheDraftsTimeForgotten) {
+  expect_rejected(testing::ch12::check_speedup(
+                      [](double a, int64_t g, double t1, double, double v) { return ch12_tokens(a, g) * t1 / v; }),
+                  "the draft's time forgotten");
+}
+
+TEST(WrongPredictionsCh12, EveryGuessAccepted) {
+  expect_rejected(testing::ch12::check_speedup([](double, int64_t g, double t1, double d, double v) {
+                    return double(g + 1) * t1 / (double(g) * d + v);
+                  }),
+                  "γ + 1 tokens a step (every guess accepted)");
+}
+
+TEST(WrongPredictionsCh12, ADeterministicGuessAlwaysAccepted) {
+  expect_rejected(testing::ch12::check_guess_acceptance([](std::span<const double>, int32_t) { return 1.0; }),
+                  "always accepted");
+}
+
+TEST(WrongPredictionsCh12, AcceptOnlyWhenEqualToADrawFromP) {
+  expect_rejected(testing::ch12::check_acceptance_rate([](std::span<const double> p, std::span<const double> q) {
+                    double a = 0.0;
+                    for (size_t t = 0; t < p.size(); ++t) a += p[t] * q[t];
+                    return a;
+                  }),
+                  "Σ p·q");
+}
+
+TEST(WrongPredictionsCh12, GreedySpeculationChangesTheOutput) {
+  expect_rejected(testing::ch12::check_greedy_unchanged([] { return true; }), "true (the drafter's mistakes");
+}
 }  // namespace
 }  // namespace inferlab

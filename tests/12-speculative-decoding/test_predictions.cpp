@@ -1,0 +1,37 @@
+// Chapter 12 prediction questions, graded: each TEST asks one question of
+// exercises/12-speculative-decoding/predictions.h over several scenarios (the lesson's, odd and
+// fresh ones) and compares the student's answers, computed in the sandbox, with values worked out
+// in predictions_check.h term by term.
+#include <gtest/gtest.h>
+
+#include "12-speculative-decoding/predictions.h"
+#include "tests/12-speculative-decoding/predictions_check.h"
+#include "tests/support/prediction_isolated.h"
+
+namespace inferlab {
+namespace {
+
+using testing::isolated;
+
+TEST(Ch12Predict, TokensPerVerificationStep) {
+  EXPECT_TRUE(testing::ch12::check_tokens_per_step(isolated(student::predict_tokens_per_step)));
+}
+
+TEST(Ch12Predict, TheSpeedUp) {
+  EXPECT_TRUE(testing::ch12::check_speedup(isolated(student::predict_speedup)));
+}
+
+TEST(Ch12Predict, TheAcceptanceOfADeterministicGuess) {
+  EXPECT_TRUE(testing::ch12::check_guess_acceptance(isolated(student::predict_guess_acceptance)));
+}
+
+TEST(Ch12Predict, TheAcceptanceRateOfASampledGuess) {
+  EXPECT_TRUE(testing::ch12::check_acceptance_rate(isolated(student::predict_acceptance_rate)));
+}
+
+TEST(Ch12Predict, WhetherGreedySpeculationChangesTheOutput) {
+  EXPECT_TRUE(testing::ch12::check_greedy_unchanged(isolated(student::predict_greedy_speculation_changes_output)));
+}
+
+}  // namespace
+}  // namespace inferlab
