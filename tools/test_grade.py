@@ -490,6 +490,28 @@ class IntegrityTests(unittest.TestCase):
         self.assertTrue(grade.blames_student(["exercises/CMakeFiles/student_ch11.dir/11-compute-roof/repack.cpp.o"], "11"))
         self.assertTrue(grade.declares_graded_test("11-compute-roof", "test_ch11_student"))
 
+    def test_chapter_12_is_graded_and_its_contract_alone_is_offered(self):
+        # exercises/12-speculative-decoding/ is a chapter the grader finds; its contract headers may be
+        # included, the engine's speculative decisions and block manager it is graded against may not.
+        from grading import integrity
+        self.assertIn(("12", "speculative-decoding"), [(c.number, c.slug) for c in grade.discover_chapters()])
+        root = integrity.ROOT
+        student, build = root / "solutions", root / "build" / "x"
+        for header in (root / "exercises" / "12-speculative-decoding" / "ch12.h",
+                       root / "exercises" / "12-speculative-decoding" / "predictions.h"):
+            self.assertIsNone(integrity.include_problem(header, student, build), header)
+        for header in (root / "runtime" / "engine" / "speculative.h", root / "runtime" / "engine" / "sampling.h",
+                       root / "runtime" / "paged" / "block_manager.h",
+                       root / "tests" / "12-speculative-decoding" / "distribution_check.h",
+                       root / "exercises" / "12-speculative-decoding" / "rollback.cpp"):
+            self.assertIsNotNone(integrity.include_problem(header, student, build), header)
+        self.assertTrue(grade.blames_student(
+            ["exercises/CMakeFiles/student_ch12.dir/12-speculative-decoding/verify_rejection.cpp.o"], "12"))
+        self.assertTrue(grade.blames_student(["tests/12-speculative-decoding/test_ch12_student"], "12"))
+        self.assertFalse(grade.blames_student(
+            ["tests/12-speculative-decoding/CMakeFiles/test_ch12_speculative.dir/test_speculative.cpp.o"], "12"))
+        self.assertTrue(grade.declares_graded_test("12-speculative-decoding", "test_ch12_student"))
+
     def test_mpi_is_a_forbidden_reference(self):
         # MPI's library is not under the build folder, so the references to it are named by their C
         # names: a ring all-reduce by MPI_Allreduce (MPI_FLOAT, MPI_SUM and MPI_COMM_WORLD are Open
