@@ -151,7 +151,7 @@ inline ::testing::AssertionResult ngrams_match(const NgramRunFn& run, const std:
                                            << " for the hand case \"" << q.lesson << "\", not " << show_list(*q.hand);
     const std::string input = (q.lesson.empty() ? "" : q.lesson + ":") + "\n  " + describe(q.input);
     if (const std::string missing = missing_answer(got, k); !missing.empty())
-      return ::testing::AssertionFailure() << "no answer from propose_ngram: " << missing << input;
+      return ::testing::AssertionFailure() << "no answer from propose_ngram: " << missing << "\n" << input;
     if (got.answers[k] == expected) continue;
     return ::testing::AssertionFailure() << "propose_ngram: " << input << "\n  expected " << show_list(expected)
                                          << "\n  got      " << show_list(got.answers[k]) << "\n  why: "
@@ -463,7 +463,7 @@ inline ::testing::AssertionResult rollbacks_match(const RollbackRunFn& run, cons
                                            << " blocks and " << table.hashes.size() << " hashes in the hand case \""
                                            << c.lesson << "\", not " << c.hand->first << " and " << c.hand->second;
     if (const std::string missing = missing_answer(got, k); !missing.empty())
-      return ::testing::AssertionFailure() << "no answer from rollback: " << missing << input;
+      return ::testing::AssertionFailure() << "no answer from rollback: " << missing << "\n" << input;
     const RollbackAnswer& mine = got.answers[k];
     std::string hint;
     if (mine.blocks == expected.blocks && mine.freed != expected.freed && mine.freed.size() == expected.freed.size() &&

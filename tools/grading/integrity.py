@@ -308,7 +308,10 @@ def check_includes(build: Path, objects: list[Path], student_dir: Path) -> list[
             dep = line.strip()
             if not dep:
                 continue
-            why = include_problem(Path(dep), student_dir, build)
+            # Ninja names a dependency relative to the build folder when the compile line did (ccache's
+            # CCACHE_BASEDIR rewrites absolute paths under the sources to relative ones).
+            header = Path(dep) if Path(dep).is_absolute() else build / dep
+            why = include_problem(header, student_dir, build)
             if why:
                 found.add(f"{why} (from {obj.name.split('.')[0]})")
     return sorted(found)
