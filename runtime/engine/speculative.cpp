@@ -31,15 +31,20 @@ Verification verify_greedy(std::span<const float> target_logits, int64_t vocab, 
   const int64_t rows = int64_t(draft.size()) + 1;
   require(int64_t(target_logits.size()) == rows * vocab, "target_logits.size()", target_logits.size(),
           "must be (draft.size() + 1) · vocab = " + std::to_string(rows * vocab));
+  // Every guess and every row is checked up front, also those past a rejection that verification
+  // never reaches: a bad id or a NaN there is still the caller's mistake.
+  for (size_t i = 0; i < draft.size(); ++i)
+    require(draft[i] >= 0 && draft[i] < vocab, "draft[" + std::to_string(i) + "]", draft[i],
+            "must be a token id in [0, " + std::to_string(vocab) + ")");
+  for (size_t k = 0; k < target_logits.size(); ++k)
+    if (std::isnan(target_logits[k]))
+      require(false, "target_logits[" + std::to_string(k) + "]", target_logits[k],
+              "is NaN (row " + std::to_string(int64_t(k) / vocab) + ")");
   Verification out;
   for (int64_t i = 0; i < rows; ++i) {
     const int32_t best = greedy_token(target_logits.subspan(size_t(i * vocab), size_t(vocab)));
     out.tokens.push_back(best);
-    if (i == rows - 1) break;
-    const int32_t guess = draft[size_t(i)];
-    require(guess >= 0 && guess < vocab, "draft[" + std::to_string(i) + "]", guess,
-            "must be a token id in [0, " + std::to_string(vocab) + ")");
-    if (guess != best) break;  // the target's own token replaces the first wrong guess
+    if (i == rows - 1 || draft[size_t(i)] != best) break;  // the target's own token replaces a wrong guess
     ++out.accepted;
   }
   return out;

@@ -224,6 +224,13 @@ TEST(VerifyGreedy, BadSizesIdsAndNaNAreRefused) {
   std::vector<float> nan = logits;
   nan[5] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_THROW(verify_greedy(nan, 4, std::vector<int32_t>{0, 0}), std::invalid_argument);  // row 1 is read
+  // Every guess and every row is checked, not only those verification reaches: a guess after a
+  // rejected one, and a row past it, are still the caller's mistake.
+  std::vector<float> rows(12, 0.0f);
+  rows[1] = 1.0f;  // row 0's argmax is 1: the guess 0 is rejected at once
+  EXPECT_THROW(verify_greedy(rows, 4, std::vector<int32_t>{0, 4}), std::invalid_argument);
+  rows[9] = std::numeric_limits<float>::quiet_NaN();  // row 2, never reached
+  EXPECT_THROW(verify_greedy(rows, 4, std::vector<int32_t>{0, 1}), std::invalid_argument);
   try {
     verify_greedy(logits, 5, two);
     FAIL() << "no error";
