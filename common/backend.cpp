@@ -38,7 +38,8 @@ std::string backend_unavailable_reason(Backend backend) {
 #if INFERLAB_WITH_CUDA
       return cuda::device_count() > 0 ? "" : "no CUDA GPU is visible (cudaGetDeviceCount() = 0)";
 #else
-      return "this build has no CUDA backend (nvcc was not found at configure time)";
+      return "this build has no CUDA backend (configured without nvcc: no GPU, INFERLAB_CUDA=OFF or no nvcc; "
+             "-DINFERLAB_CUDA=ON compiles it)";
 #endif
   }
   return "unknown backend";

@@ -57,7 +57,7 @@ void split_decode(const Tensor<float>& q, const KvCache& cache, Tensor<float>& o
   cuda::decode_split_cuda(q, cache, out, num_splits);
 #else
   (void)q, (void)cache, (void)out, (void)num_splits;
-  throw std::runtime_error("this build has no cuda backend (nvcc was not found)");
+  throw std::runtime_error("this build has no cuda backend (configured without nvcc)");
 #endif
 }
 #define INFERLAB_SKIP_WITHOUT_BACKEND() \
