@@ -43,6 +43,7 @@ EXPECTED = {
     "shard-reference": ("10", "inspection"),  # 10.1 by the lab's Weight::take_rows / take_columns, declared by hand
     "mpi-ring": ("10", "inspection"),          # 10.2 by MPI_Allreduce (<mpi/mpi.h>, a system header)
     "packed-reference": ("11", "inspection"),  # 11.1 by the lab's quant::PackedMatrix, declared by hand
+    "speculative-reference": ("12", "inspection"),  # 12.2 by the engine's verify_rejection, declared by hand
     # a kernel for show, the host reading device memory: the emulator's host-access report
     "kernel-for-show": ("02", "tests", "simt: memcheck: host code read device memory allocated at softmax_rows.cu:"),
 }
