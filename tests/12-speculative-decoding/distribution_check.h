@@ -17,12 +17,13 @@
 //      Checked by Pearson's chi-square goodness-of-fit over the tokens with p[k][t] > 0 (a token
 //      with p[k][t] = 0 must never come out: that alone fails), degrees of freedom = those tokens
 //      − 1, rejected when the p-value Q((cells − 1)/2, X²/2) (the regularized upper incomplete
-//      gamma function, below) is under kSignificance = 1e-6.
+//      gamma function, below) is under kSignificance = 1e-6. (With 30 000 steps every expected
+//      count is above 50: the chi-square approximation holds.)
 //   2. Guess k + 1 must be accepted, among the trials that reach it, at the rate
 //      β_k = Σ_t min(p[k][t], q[k][t]) (= p[k][d] for a deterministic guess d): accepting with
 //      probability min(1, p/q) gives exactly that. A two-sided binomial test by the normal
-//      approximation (n_k ≥ 1000 trials reach each guess in the cases below, and β_k·n_k and
-//      (1 − β_k)·n_k are in the hundreds), rejected when erfc(|z|/√2) < kSignificance, i.e.
+//      approximation (with 30 000 steps, at least 8 000 reach each guess in the cases below, and
+//      β_k·n_k and (1 − β_k)·n_k are above 1 000), rejected when erfc(|z|/√2) < kSignificance, i.e.
 //      |z| > 4.89. A sampler that emits the right tokens but accepts less often (one that accepts
 //      only when the guess equals a token drawn from p: rate Σ p·q) is slower than the contract,
 //      and this test catches it.
