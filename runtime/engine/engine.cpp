@@ -30,6 +30,7 @@
 #include "common/check.h"
 #include "runtime/engine/make_model_runner.h"
 #include "runtime/engine/sampling.h"
+#include "runtime/engine/speculative.h"
 
 namespace inferlab::engine {
 
@@ -54,6 +55,9 @@ void EngineConfig::validate() const {
     require(ceil_div(max_seq_len, block_size) <= num_blocks, "num_blocks", num_blocks,
             "static batching reserves max_seq_len = " + std::to_string(max_seq_len) +
                 " tokens per request: the pool must hold at least one");
+  speculative.validate();
+  require(!speculative.enabled() || policy == BatchingPolicy::continuous, "speculative method",
+          to_string(speculative.method), "needs continuous batching");
   model::check_kv_format(kv_format);  // INT8 per-channel: refused (the backend's own limits: make_model_runner)
 }
 
@@ -93,7 +97,9 @@ Engine::Engine(const model::LlamaModel& model, EngineConfig config)
       config_(validated(config, model)),
       manager_(config_.num_blocks, config_.block_size, config_.prefix_caching),
       runner_(make_model_runner(model, config_.backend, config_.max_num_seqs, config_.max_seq_len,
-                                KvPaging{config_.block_size, config_.num_blocks}, config_.kv_format)) {}
+                                KvPaging{config_.block_size, config_.num_blocks}, config_.kv_format)),
+      drafter_(make_drafter(config_.speculative, model, config_.backend, config_.max_num_seqs, config_.max_seq_len,
+                            KvPaging{config_.block_size, config_.num_blocks})) {}
 
 int64_t Engine::tokens_to_generate() const {
   int64_t tokens = 0;
@@ -209,6 +215,7 @@ int64_t Engine::running_seats() const {
 void Engine::release(Sequence& s) {
   if (s.status != SequenceStatus::running) return;
   manager_.free(s.block_table);  // no poisoning: its full blocks may stay in the prefix cache
+  if (drafter_) drafter_->forget(s.id);
   s.num_computed = 0;            // the KV is gone: a preempted request recomputes everything
   s.status = SequenceStatus::waiting;
   std::erase(running_, s.id);
@@ -240,12 +247,42 @@ std::vector<RequestOutput> Engine::take_outputs() {
 // Step 2: what runs, each entry with its memory secured, in plan order: the chunks chosen, then
 // their memory.
 std::vector<Engine::Scheduled> Engine::schedule(int64_t& preemptions) {
-  return secure_memory(choose_chunks(), preemptions);
+  std::map<int64_t, Draft> drafts = propose_drafts();
+  int64_t guesses = 0;
+  for (const auto& [id, d] : drafts) guesses += int64_t(d.tokens.size());
+  return secure_memory(choose_chunks(guesses), drafts, preemptions);
+}
+
+// Step 2 with speculative decoding, first: the guesses of each decoding sequence, in running
+// order, from the token budget left after one token per decode (so decodes and their guesses
+// come before any prompt chunk), each at most num_speculative_tokens and never more than the
+// request could still use (max_new_tokens − generated − 1: the verified step adds one more).
+std::map<int64_t, Draft> Engine::propose_drafts() {
+  std::map<int64_t, Draft> drafts;
+  if (!drafter_) return drafts;
+  const auto decoding = [&](const Sequence& s) { return int64_t(s.tokens.size()) - s.num_computed == 1; };
+  int64_t left = config_.max_num_batched_tokens;
+  for (const int64_t id : running_) left -= decoding(sequence(id)) ? 1 : 0;
+  std::vector<DraftRequest> requests;
+  for (const int64_t id : running_) {
+    Sequence& s = sequence(id);
+    if (!decoding(s)) continue;
+    const int64_t wanted = std::min({config_.speculative.num_speculative_tokens,
+                                     s.sampling.max_new_tokens - int64_t(s.generated().size()) - 1, left});
+    if (wanted < 1) continue;
+    requests.push_back({id, s.tokens, wanted, &s.sampling, &s.rng_state});
+    left -= wanted;
+  }
+  if (requests.empty()) return drafts;
+  std::vector<Draft> proposed = drafter_->propose(requests);
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (!proposed[i].tokens.empty()) drafts.emplace(requests[i].id, std::move(proposed[i]));
+  return drafts;
 }
 
 // Step 2a: the chunks, as (id, tokens) over the sequences as the step starts — a static batch's,
 // or the continuous planner's (plan_step()) over the running and the admissible waiting.
-std::vector<ScheduledChunk> Engine::choose_chunks() const {
+std::vector<ScheduledChunk> Engine::choose_chunks(int64_t guesses) const {
   std::vector<ScheduledChunk> chunks;
   if (config_.policy == BatchingPolicy::static_batch) {
     if (!running_.empty()) {
@@ -273,7 +310,8 @@ std::vector<ScheduledChunk> Engine::choose_chunks() const {
       seats += sequence(id).seats();
       waiting.push_back({id, int64_t(sequence(id).tokens.size())});
     }
-    const StepLimits limits{config_.max_num_batched_tokens, config_.max_num_seqs, config_.chunk_size,
+    // The guesses were taken from the budget left after the decodes: what they leave is the planner's.
+    const StepLimits limits{config_.max_num_batched_tokens - guesses, config_.max_num_seqs, config_.chunk_size,
                             config_.chunked_prefill};
     chunks = plan_step(running, waiting, limits);
   }
@@ -283,10 +321,16 @@ std::vector<ScheduledChunk> Engine::choose_chunks() const {
 // Step 2b: each chunk's KV memory — a decode's slot (preempting the newest requests while the pool
 // is full: choose_victim()), a prompt's blocks at admission (first come, first served, with
 // headroom) — in plan order.
-std::vector<Engine::Scheduled> Engine::secure_memory(const std::vector<ScheduledChunk>& chunks, int64_t& preemptions) {
+std::vector<Engine::Scheduled> Engine::secure_memory(const std::vector<ScheduledChunk>& chunks,
+                                                     std::map<int64_t, Draft>& drafts, int64_t& preemptions) {
   std::vector<Scheduled> out;
   std::set<int64_t> preempted;  // in this step
   bool admitting = true;
+  int64_t decodes_left = 0;  // decodes not yet secured (guesses leave a free block for each)
+  for (const ScheduledChunk& c : chunks) {
+    const Sequence& s = sequence(c.id);
+    decodes_left += s.status == SequenceStatus::running && s.block_table.num_tokens < int64_t(s.tokens.size());
+  }
   for (const ScheduledChunk& c : chunks) {
     if (preempted.contains(c.id)) continue;  // it waits for a later step
     Sequence& s = sequence(c.id);
@@ -304,14 +348,16 @@ std::vector<Engine::Scheduled> Engine::secure_memory(const std::vector<Scheduled
         ++preemptions;
         if (victim == c.id) break;
       }
+      --decodes_left;
       if (s.status != SequenceStatus::running) continue;  // it was the victim
       const paged::SlotAllocation a = manager_.append_slot(s.block_table, s.tokens);
-      Scheduled entry{c.id, c.tokens, true, {}, {}};
+      Scheduled entry{c.id, c.tokens, true, {}, {}, {}};
       if (a.copy) entry.copies.push_back(*a.copy);
       if (a.new_block && !a.copy) entry.fresh.push_back(*a.new_block);
+      if (const auto d = drafts.find(c.id); d != drafts.end()) append_guesses(s, std::move(d->second), decodes_left, entry);
       out.push_back(std::move(entry));
     } else if (s.status == SequenceStatus::running) {
-      out.push_back({c.id, c.tokens, false, {}, {}});  // the next chunk of a prompt whose blocks are allocated
+      out.push_back({c.id, c.tokens, false, {}, {}, {}});  // the next chunk of a prompt whose blocks are allocated
     } else if (admitting) {
       const int64_t seats = running_seats();
       if (seats + s.seats() > config_.max_num_seqs) {
@@ -342,11 +388,30 @@ std::vector<Engine::Scheduled> Engine::secure_memory(const std::vector<Scheduled
       }
       std::erase(waiting_, c.id);
       running_.push_back(c.id);
-      out.push_back({c.id, std::min(c.tokens, int64_t(s.tokens.size()) - s.num_computed), false, {}, a.new_blocks});
+      out.push_back({c.id, std::min(c.tokens, int64_t(s.tokens.size()) - s.num_computed), false, {}, a.new_blocks, {}});
     }
   }
   return out;  // a victim chosen after its own entry was secured is no longer running: not written
 }
+// A slot after the decode's newest token for each of @p draft's guesses that the pool can hold
+// while keeping a free block for each of the @p decodes_after decodes still to be secured (a
+// guess never preempts anyone); the guesses that got one ride in @p entry.
+void Engine::append_guesses(Sequence& s, Draft draft, int64_t decodes_after, Scheduled& entry) {
+  std::vector<int32_t> known = s.tokens;
+  size_t kept = 0;
+  for (; kept < draft.tokens.size(); ++kept) {
+    if (!manager_.can_append(s.block_table) || manager_.num_free_blocks() <= decodes_after) break;
+    known.push_back(draft.tokens[kept]);
+    const paged::SlotAllocation a = manager_.append_slot(s.block_table, known);
+    if (a.copy) entry.copies.push_back(*a.copy);
+    if (a.new_block && !a.copy) entry.fresh.push_back(*a.new_block);
+  }
+  draft.tokens.resize(kept);
+  draft.q.resize(kept);
+  entry.tokens += int64_t(kept);
+  entry.draft = std::move(draft);
+}
+
 // Step 3: the plan, written once from the scheduled entries whose sequences still run.
 void Engine::write_plan(const std::vector<Scheduled>& scheduled) {
   plan_ = model::StepPlan{};
@@ -357,8 +422,16 @@ void Engine::write_plan(const std::vector<Scheduled>& scheduled) {
     const int64_t first = s.num_computed, context = first + e.tokens;
     slots.clear();
     for (int64_t t = first; t < context; ++t) slots.push_back(manager_.slot(s.block_table, t));
-    plan_.add_sequence(std::span<const int32_t>(s.tokens).subspan(size_t(first), size_t(e.tokens)), slots, context,
-                       s.block_table.blocks, context == int64_t(s.tokens.size()));
+    if (e.draft.tokens.empty()) {
+      plan_.add_sequence(std::span<const int32_t>(s.tokens).subspan(size_t(first), size_t(e.tokens)), slots, context,
+                         s.block_table.blocks, context == int64_t(s.tokens.size()));
+    } else {  // the newest token and the guesses, every one's logits wanted (verify())
+      std::vector<int32_t> run(s.tokens.begin() + first, s.tokens.end());
+      run.insert(run.end(), e.draft.tokens.begin(), e.draft.tokens.end());
+      const auto from = int64_t(plan_.token_ids.size());
+      plan_.add_sequence(run, slots, context, s.block_table.blocks, false);
+      for (int64_t j = 0; j < e.tokens; ++j) plan_.logits_indices.push_back(from + j);
+    }
     plan_.block_copies.insert(plan_.block_copies.end(), e.copies.begin(), e.copies.end());
     plan_.fresh_blocks.insert(plan_.fresh_blocks.end(), e.fresh.begin(), e.fresh.end());
   }
@@ -393,43 +466,59 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
                       std::chrono::steady_clock::time_point started, std::vector<RequestDelta>& deltas) {
   StepRecord record;
   record.start = now_;
-  std::vector<int64_t> ran;  // the plan's sequences, in plan order
+  std::vector<const Scheduled*> ran;  // the plan's sequences, in plan order
   for (const Scheduled& e : scheduled) {
     Sequence& s = sequence(e.id);
     if (s.status != SequenceStatus::running) continue;
-    ran.push_back(e.id);
+    ran.push_back(&e);
     (e.decode ? record.decode_tokens : record.prefill_tokens) += e.tokens;
     record.ids.push_back(e.id);
     if (s.metrics.first_scheduled < 0) s.metrics.first_scheduled = now_;
   }
   const Tensor<float> logits = runner_->run(plan_);
 
-  // Bookkeeping: computed tokens, the prefix cache, sampling.
-  std::vector<int64_t> sampled;  // in logits order
+  // Bookkeeping: computed tokens, the prefix cache; who samples, from which logits row.
+  std::vector<std::pair<const Scheduled*, int64_t>> sampled;  // (entry, its first logits row)
+  int64_t row = 0;
   for (size_t i = 0; i < ran.size(); ++i) {
-    Sequence& s = sequence(ran[i]);
+    const Scheduled& e = *ran[i];
+    Sequence& s = sequence(e.id);
     const int64_t first = s.num_computed, tokens = plan_.query_len(int64_t(i));
-    stats_.recomputed_tokens += std::max<int64_t>(0, std::min(s.high_water, first + tokens) - first);
-    s.num_computed += tokens;
-    s.high_water = std::max(s.high_water, s.num_computed);
-    s.metrics.computed_tokens += tokens;
-    stats_.computed_tokens += tokens;
-    if (config_.prefix_caching) manager_.mark_computed(s.block_table, s.num_computed);
     if (config_.check_invariants &&
-        (plan_.context_lens[i] != s.num_computed || plan_.block_tables[i] != s.block_table.blocks))
+        (plan_.context_lens[i] != first + tokens || plan_.block_tables[i] != s.block_table.blocks))
       throw std::logic_error("Engine: the plan's sequence " + std::to_string(i) + " (request " + std::to_string(s.id) +
                              ") disagrees with the request's table or computed tokens");
-    if (s.num_computed == int64_t(s.tokens.size())) sampled.push_back(s.id);
+    stats_.recomputed_tokens += std::max<int64_t>(0, std::min(s.high_water, first + tokens) - first);
+    s.metrics.computed_tokens += tokens;
+    stats_.computed_tokens += tokens;
+    if (!e.draft.tokens.empty()) {  // verified below: what stays computed depends on what is accepted
+      sampled.push_back({&e, row});
+      row += tokens;
+      continue;
+    }
+    s.num_computed += tokens;
+    s.high_water = std::max(s.high_water, s.num_computed);
+    if (config_.prefix_caching) manager_.mark_computed(s.block_table, s.num_computed);
+    if (s.num_computed == int64_t(s.tokens.size())) sampled.push_back({&e, row++});
   }
   const double seconds =
       config_.clock == ClockMode::real
           ? std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()
           : config_.simulated_fixed_seconds + config_.simulated_token_seconds * double(plan_.token_ids.size());
   now_ += seconds;
+  const int64_t vocab = logits.dim(1);
   std::vector<std::pair<int64_t, size_t>> finished;  // (sequence, its finish delta)
-  for (size_t k = 0; k < sampled.size(); ++k) {
-    Sequence& s = sequence(sampled[k]);
-    const std::span<const float> row(logits.data() + int64_t(k) * logits.dim(1), size_t(logits.dim(1)));
+  for (const auto& [entry, first_row] : sampled) {
+    Sequence& s = sequence(entry->id);
+    const std::span<const float> rows(logits.data() + first_row * vocab,
+                                      size_t((int64_t(entry->draft.tokens.size()) + 1) * vocab));
+    if (!entry->draft.tokens.empty()) {
+      RequestDelta delta{s.request_id, s.choice, {}, {}, std::nullopt, {}};
+      verify(s, *entry, rows, vocab, delta);
+      if (delta.finish) finished.push_back({s.id, deltas.size()});
+      deltas.push_back(std::move(delta));
+      continue;
+    }
     // A request of n choices forks here, its prompt computed once: each choice samples its
     // first token from these logits with its own stream.
     std::vector<int64_t> members = {s.id};
@@ -437,13 +526,13 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
       for (int32_t i = 1; i < s.sampling.n; ++i) members.push_back(fork_choice(s, i));
     for (const int64_t member : members) {
       Sequence& m = sequence(member);
-      const int32_t token = choose_token(row, m.sampling, m.rng_state);
+      const int32_t token = choose_token(rows, m.sampling, m.rng_state);
       m.tokens.push_back(token);
       m.metrics.token_times.push_back(now_);
       if (m.metrics.first_token < 0) m.metrics.first_token = now_;
       ++stats_.generated_tokens;
       RequestDelta delta{m.request_id, m.choice, {token}, {}, finish_reason(m.sampling, m.generated()), {}};
-      if (m.sampling.logprobs >= 0) delta.logprobs.push_back(token_logprobs(row, token, m.sampling.logprobs));
+      if (m.sampling.logprobs >= 0) delta.logprobs.push_back(token_logprobs(rows, token, m.sampling.logprobs));
       if (delta.finish) finished.push_back({m.id, deltas.size()});
       deltas.push_back(std::move(delta));
     }
@@ -460,6 +549,48 @@ void Engine::run_plan(const std::vector<Scheduled>& scheduled, int64_t preemptio
     records_.push_back(std::move(record));
   }
   if (config_.check_invariants) check_state();
+}
+
+// Speculative decoding's verification of @p s's guesses (@p entry.draft) against the target's
+// @p rows (one per query token: the newest token, then each guess): the accepted guesses and the
+// target's next token join the sequence (cut at a stop id or max_new_tokens, as one token at a
+// time would), the K/V of every token but the newest new one stays, and the slots past it are
+// rolled back — the table truncated, the drafter told — before any full block is registered in
+// the prefix cache.
+void Engine::verify(Sequence& s, const Scheduled& entry, std::span<const float> rows, int64_t vocab,
+                    RequestDelta& delta) {
+  const std::vector<int32_t>& guesses = entry.draft.tokens;
+  Verification v;
+  if (s.sampling.greedy()) {
+    v = verify_greedy(rows, vocab, guesses);
+  } else {
+    std::vector<std::vector<double>> p;
+    for (size_t i = 0; i <= guesses.size(); ++i)
+      p.push_back(sampling_distribution(rows.subspan(i * size_t(vocab), size_t(vocab)), s.sampling));
+    v = verify_rejection(p, entry.draft.q, guesses, s.rng_state);
+  }
+  ++stats_.spec_drafts;
+  stats_.spec_draft_tokens += int64_t(guesses.size());
+  stats_.spec_accepted_tokens += v.accepted;
+  if (stats_.spec_accepted_per_position.size() < guesses.size()) stats_.spec_accepted_per_position.resize(guesses.size());
+  for (int64_t i = 0; i < v.accepted; ++i) ++stats_.spec_accepted_per_position[size_t(i)];
+  for (size_t j = 0; j < v.tokens.size() && !delta.finish; ++j) {
+    const int32_t token = v.tokens[j];
+    s.tokens.push_back(token);
+    s.metrics.token_times.push_back(now_);
+    ++stats_.generated_tokens;
+    delta.new_tokens.push_back(token);
+    if (s.sampling.logprobs >= 0)
+      delta.logprobs.push_back(token_logprobs(rows.subspan(j * size_t(vocab), size_t(vocab)), token, s.sampling.logprobs));
+    delta.finish = finish_reason(s.sampling, s.generated());
+  }
+  // Every token but the newest has its K/V computed from the right tokens: the newest decode
+  // token and the accepted guesses. The rejected guesses' slots go.
+  s.num_computed = int64_t(s.tokens.size()) - 1;
+  s.high_water = std::max(s.high_water, s.num_computed);
+  manager_.truncate(s.block_table, s.num_computed);
+  if (config_.prefix_caching) manager_.mark_computed(s.block_table, s.num_computed);
+  drafter_->rollback(s.id, s.num_computed);
 }
 
 // The invariants of check_invariants mode: the plan agrees with the sequences it was written

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/backend.h"
+#include "runtime/engine/drafter.h"
 #include "runtime/engine/request.h"
 #include "runtime/engine/sequence.h"
 #include "runtime/engine/step_planner.h"
@@ -99,6 +100,14 @@ struct EngineConfig {
   /// and any format but fp32 on sim and cuda, when the engine builds its model runner
   /// (make_model_runner(): their device pool is fp32).
   KvFormat kv_format = KvFormat::fp32();
+  /// Speculative decoding (chapter 12, continuous batching only): each decoding sequence brings
+  /// its newest token and up to num_speculative_tokens guesses (drafter.h) to a step, counted in
+  /// the token budget before the prompt chunks; the target verifies them in that step
+  /// (speculative.h: greedy tokens unchanged, sampled ones drawn from the target's distribution),
+  /// and the K/V slots of rejected guesses are rolled back (BlockManager::truncate). Guesses
+  /// never preempt anyone: they take slots only while the pool keeps a free block for every
+  /// decode still to be secured in the step.
+  SpeculativeConfig speculative;
 
   /// Throws std::invalid_argument naming a bad setting.
   void validate() const;
@@ -126,6 +135,13 @@ struct EngineStats {
   int64_t computed_tokens = 0;    ///< tokens run through the model
   int64_t max_running = 0;        ///< largest running batch
   double busy_seconds = 0.0;      ///< clock time spent in steps
+  /// Speculative decoding: verification steps of a sequence with at least one guess (vLLM's
+  /// spec_decode_num_drafts).
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;     ///< guesses verified (spec_decode_num_draft_tokens)
+  int64_t spec_accepted_tokens = 0;  ///< guesses accepted (spec_decode_num_accepted_tokens)
+  /// [i]: guesses accepted at position i of their draft (…_num_accepted_tokens_per_pos).
+  std::vector<int64_t> spec_accepted_per_position;
 };
 
 /// What Engine::step() did: whether the engine had anything to do, and the step's deltas.
@@ -219,12 +235,17 @@ class Engine {
     bool decode = false;                   // its newest (sampled) token got a slot in this step
     std::vector<paged::BlockCopy> copies;  // the block operations its allocation asked for
     std::vector<int32_t> fresh;
+    Draft draft;                           // its guesses, each with a slot after its newest token
   };
 
   void admit_arrivals();
   std::vector<Scheduled> schedule(int64_t& preemptions);
-  std::vector<ScheduledChunk> choose_chunks() const;
-  std::vector<Scheduled> secure_memory(const std::vector<ScheduledChunk>& chunks, int64_t& preemptions);
+  std::map<int64_t, Draft> propose_drafts();
+  std::vector<ScheduledChunk> choose_chunks(int64_t guesses) const;
+  std::vector<Scheduled> secure_memory(const std::vector<ScheduledChunk>& chunks, std::map<int64_t, Draft>& drafts,
+                                       int64_t& preemptions);
+  void append_guesses(Sequence& s, Draft draft, int64_t decodes_after, Scheduled& entry);
+  void verify(Sequence& s, const Scheduled& entry, std::span<const float> rows, int64_t vocab, RequestDelta& delta);
   void write_plan(const std::vector<Scheduled>& scheduled);
   void preempt(int64_t id);
   void release(Sequence& s);
@@ -241,6 +262,7 @@ class Engine {
   EngineConfig config_;
   paged::BlockManager manager_;
   std::unique_ptr<model::ModelRunner> runner_;  // the weights and the KV pool, on config_.backend
+  std::unique_ptr<Drafter> drafter_;            // speculative decoding's guesser (none: nullptr)
   std::map<int64_t, Sequence> sequences_;   // every request in the engine: its one state
   std::multimap<double, int64_t> pending_;  // not yet arrived: arrival → id
   std::deque<int64_t> waiting_;             // arrived, not running (preempted ones in front)

@@ -66,6 +66,18 @@ std::string ServingMetrics::render(const engine::AsyncEngineStats& s) const {
   m.scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", model, double(s.engine.generated_tokens));
   m.scalar("vllm:num_preemptions_total", "counter", "Requests preempted (their KV blocks taken back).", model,
            double(s.engine.preemptions));
+  // Speculative decoding (chapter 12), vLLM v1's counters (its Prometheus client adds _total).
+  m.scalar("vllm:spec_decode_num_drafts_total", "counter", "Verification steps of a sequence with guesses.", model,
+           double(s.engine.spec_drafts));
+  m.scalar("vllm:spec_decode_num_draft_tokens_total", "counter", "Guessed tokens verified.", model,
+           double(s.engine.spec_draft_tokens));
+  m.scalar("vllm:spec_decode_num_accepted_tokens_total", "counter", "Guessed tokens accepted.", model,
+           double(s.engine.spec_accepted_tokens));
+  m.family("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Guessed tokens accepted, by their position in the guess (0: the first).");
+  for (size_t i = 0; i < s.engine.spec_accepted_per_position.size(); ++i)
+    m.sample("vllm:spec_decode_num_accepted_tokens_per_pos_total", {model[0], {"position", std::to_string(i)}},
+             double(s.engine.spec_accepted_per_position[i]));
   m.family("vllm:request_success_total", "counter", "Requests ended, by finish reason.");
   for (const FinishedReason r : {FinishedReason::stop, FinishedReason::length, FinishedReason::abort}) {
     Labels labels = model;

@@ -67,10 +67,47 @@ void add_engine_options(CLI::App& app, EngineOptions& options) {
       ->type_name("fp32|fp16|int8|int8/fp16-scales|fp8")
       ->default_str(c.kv_format.name())
       ->group(group);
+
+  const std::string spec = "speculative decoding";
+  engine::SpeculativeConfig& sc = c.speculative;
+  app.add_option_function<std::string>(
+         "--speculative", [&sc](const std::string& name) { sc.method = engine::parse_speculative_method(name); },
+         "guess tokens and verify them in one step: ngram (prompt lookup: copy what followed the last n-gram "
+         "earlier) or draft (a cheaper model, --draft-model); the output is unchanged (chapter 12)")
+      ->type_name("none|ngram|draft")
+      ->default_str(std::string(to_string(sc.method)))
+      ->group(spec);
+  app.add_option("--num-speculative-tokens", sc.num_speculative_tokens, "γ: guesses per sequence per step, at most")
+      ->type_name("N")
+      ->check(integer_in(1))
+      ->capture_default_str()
+      ->group(spec);
+  app.add_option("--prompt-lookup-max", sc.ngram_max, "ngram: the longest n-gram looked up")
+      ->type_name("N")
+      ->check(integer_in(1))
+      ->capture_default_str()
+      ->group(spec);
+  app.add_option("--prompt-lookup-min", sc.ngram_min, "ngram: the shortest n-gram looked up")
+      ->type_name("N")
+      ->check(integer_in(1))
+      ->capture_default_str()
+      ->group(spec);
+  app.add_option("--draft-model", options.draft_model, "draft: the draft model's file (same tokenizer as --model)")
+      ->type_name("PATH")
+      ->default_str("the target's own file")
+      ->group(spec);
+  app.add_option_function<std::string>(
+         "--draft-weights", [&options](const std::string& name) { options.draft_weights = parse_weight_format(name); },
+         "draft: its matrices' format (with --weights f32 for the target, the file's Q4_1 drafts for fp32)")
+      ->type_name("f32|f16|bf16|q8_0|q4_0|q4_1")
+      ->default_str("the draft file's own")
+      ->group(spec);
 }
 
-engine::EngineConfig engine_config(const EngineOptions& options, const model::LlamaModel& m) {
+engine::EngineConfig engine_config(const EngineOptions& options, const model::LlamaModel& m,
+                                   const model::LlamaModel* draft) {
   engine::EngineConfig c = options.config;
+  c.speculative.draft_model = draft;
   c.max_seq_len = options.max_seq_len.value_or(m.config().max_seq_len);
   if (!c.chunked_prefill && options.budget->count() == 0)
     c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_seq_len);

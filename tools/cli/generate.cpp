@@ -25,6 +25,7 @@
 #include "runtime/tokenizer/bpe_tokenizer.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/draft_model.h"
 #include "tools/cli/engine_options.h"
 #include "tools/cli/model_tokenizer.h"
 #include "tools/cli/ranks.h"
@@ -174,7 +175,8 @@ int generate(const std::vector<std::string>& argv) {
   }
   const FollowersRelease release(rank_model);
   if (o.trace) return replay(o, m);
-  const engine::EngineConfig config = engine_config(o.engine_options, m);
+  const std::unique_ptr<model::LlamaModel> draft = load_draft_model(o.engine_options, path);  // --speculative draft
+  const engine::EngineConfig config = engine_config(o.engine_options, m, draft.get());
 
   engine::Request r;
   if (tokenizer) {

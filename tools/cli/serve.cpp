@@ -17,6 +17,7 @@
 #include "runtime/model/model_files.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/draft_model.h"
 #include "tools/cli/engine_options.h"
 #include "tools/cli/model_tokenizer.h"
 #include "runtime/serving/http_server.h"
@@ -142,7 +143,8 @@ int serve(const std::vector<std::string>& argv) {
     return 0;
   }
   const FollowersRelease release(rank_model);  // after the engine below is gone: its thread is the one calling MPI
-  const engine::EngineConfig config = engine_config(o.engine_options, m);
+  const std::unique_ptr<model::LlamaModel> draft = load_draft_model(o.engine_options, path);  // --speculative draft
+  const engine::EngineConfig config = engine_config(o.engine_options, m, draft.get());
   const int64_t max_waiting = o.max_waiting.value_or(2 * config.max_num_seqs);
   const int64_t http_threads = o.http_threads.value_or(config.max_num_seqs + max_waiting);
 
