@@ -77,6 +77,8 @@ int32_t sample_top_p(std::span<const float> logits, float temperature, float top
 
 std::vector<double> sampling_distribution(std::span<const float> logits, const SamplingParams& params) {
   require_no_nan(logits);
+  require(params.temperature >= 0.0f, "temperature", params.temperature, "must be ≥ 0 (0 is greedy)");
+  require(params.top_p > 0.0f && params.top_p <= 1.0f, "top_p", params.top_p, "must be in (0, 1]");
   std::vector<double> out(logits.size(), 0.0);
   if (params.greedy()) {
     out[size_t(greedy_token(logits))] = 1.0;

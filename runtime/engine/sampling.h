@@ -27,7 +27,8 @@ int32_t sample_top_p(std::span<const float> logits, float temperature, float top
 /// 1 at greedy_token() and 0 elsewhere; else softmax(logits / temperature) (in double, max
 /// subtracted) kept on sample_top_p()'s nucleus (the most likely tokens, ties: smaller id first,
 /// up to the first whose cumulative probability reaches top_p) and renormalised there, 0
-/// elsewhere. Sums to 1. Throws std::invalid_argument for empty logits or a NaN.
+/// elsewhere. Sums to 1. Throws std::invalid_argument for empty logits, a NaN, a temperature
+/// below 0 or top_p outside (0, 1].
 std::vector<double> sampling_distribution(std::span<const float> logits, const SamplingParams& params);
 
 /// A token drawn from @p p (non-negative weights, not necessarily normalised) by the inverse

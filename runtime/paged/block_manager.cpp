@@ -138,6 +138,13 @@ void BlockManager::truncate(BlockTable& table, int64_t num_tokens) {
           "must be in [" + std::to_string(registered) + ", " + std::to_string(table.num_tokens) +
               "]: the table's slotted tokens, not below its blocks offered to the prefix cache");
   const auto kept = size_t(blocks_needed(num_tokens));
+  if (num_tokens % block_size() != 0) {  // the kept last block becomes partial: the next appends write into it
+    const int32_t last = table.blocks[kept - 1];
+    require(pool_.refcount(last) == 1 && !pool_.hash_of(last), "num_tokens", num_tokens,
+            "would leave block " + std::to_string(last) +
+                " partly filled while it is shared or in the prefix cache (its rows past num_tokens could not be "
+                "rewritten)");
+  }
   while (table.blocks.size() > kept) {
     pool_.release(table.blocks.back());
     table.blocks.pop_back();

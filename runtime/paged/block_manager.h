@@ -116,8 +116,11 @@ class BlockManager {
   /// hashes of blocks that are no longer full are dropped (a block filled by guesses that were
   /// then rejected is never registered in the prefix cache). The kept last block's rows past
   /// num_tokens keep stale K/V that the next appends overwrite. Throws std::invalid_argument when
-  /// @p num_tokens is outside [table.num_registered · block_size, table.num_tokens]: a block
-  /// already offered to the prefix cache cannot be taken back.
+  /// @p num_tokens is outside [table.num_registered · block_size, table.num_tokens] (a block
+  /// already offered to the prefix cache cannot be taken back), or when the kept last block would
+  /// be partly filled while another table shares it or the prefix cache holds it (its rows past
+  /// num_tokens must be free to rewrite). The engine never asks for either: guesses are appended
+  /// after copy-on-write, into private blocks, and registered only once verified.
   void truncate(BlockTable& table, int64_t num_tokens);
   /// Releases every block of @p table and empties it. Blocks are released last to first, as vLLM
   /// does: a hashed block becomes evictable when its refcount reaches 0, so the sequence's tail —

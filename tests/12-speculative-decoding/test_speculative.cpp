@@ -564,3 +564,28 @@ TEST(Truncate, ACutBlockOfGuessesIsNotRegisteredByALaterMarkComputed) {
 
 }  // namespace
 }  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// The kept last block of a rollback is rewritten by the next appends: truncate() refuses to leave
+// a block partly filled while another table shares it (a fork) or the prefix cache holds it.
+TEST(Truncate, RefusesToLeaveASharedOrCachedBlockPartlyFilled) {
+  paged::BlockManager manager(16, 4);
+  paged::BlockTable table;
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6};
+  ASSERT_EQ(manager.allocate(table, tokens).status, paged::BlockStatus::ok);
+  for (const int32_t g : {7, 8}) testing::ch12::append_tokens(manager, table, tokens, g, false);
+  paged::BlockTable other = manager.fork(table);  // block 1 (tokens 5 … 8) now shared
+  EXPECT_THROW(manager.truncate(table, 6), std::invalid_argument);
+  EXPECT_EQ(table.num_tokens, 8) << "a refused truncate changed the table";
+  manager.free(other);
+  manager.mark_computed(table, 8);  // block 1 full and registered
+  EXPECT_THROW(manager.truncate(table, 6), std::invalid_argument);
+  manager.truncate(table, 8);  // whole blocks: nothing to rewrite
+  EXPECT_EQ(table.num_tokens, 8);
+  manager.free(table);
+}
+
+}  // namespace
+}  // namespace inferlab

@@ -198,9 +198,10 @@ int generate(const std::vector<std::string>& argv) {
     print_summary(reply);
     return 0;
   }
-  // generate_alone() is the cpu reference; any other backend, or a split model, runs through the
-  // engine's runner.
-  const bool through_engine = o.engine || split.ranks() > 1 || config.backend != Backend::cpu;
+  // generate_alone() is the cpu reference; any other backend, a split model or speculative
+  // decoding runs through the engine's runner.
+  const bool through_engine =
+      o.engine || split.ranks() > 1 || config.backend != Backend::cpu || config.speculative.enabled();
   const engine::RequestOutput out = through_engine ? engine::serve("prompt", m, config, std::span(&r, 1)).outputs.at(0)
                                                    : engine::generate_alone(m, r, config.kv_format);
   if (!o.ids)

@@ -36,6 +36,9 @@ StreamedReply stream_reply(engine::Engine& engine, engine::Request request, Text
   reply.reused_tokens = m.cached_prompt_tokens;
   reply.prefill_seconds = m.first_token < 0 ? -1.0 : m.first_token - m.first_scheduled;
   reply.decode_seconds = m.first_token < 0 ? -1.0 : m.finish - m.first_token;
+  reply.spec_drafts = engine.stats().spec_drafts;
+  reply.spec_draft_tokens = engine.stats().spec_draft_tokens;
+  reply.spec_accepted_tokens = engine.stats().spec_accepted_tokens;
   return reply;
 }
 
@@ -58,7 +61,16 @@ std::string summary_line(const StreamedReply& reply) {
   s << "[" << reply.prompt_tokens << " prompt tokens, " << reply.reused_tokens << " reused from the prefix cache, "
     << generated << " generated (" << engine::to_string(reply.output.reason) << "); prefill "
     << rate(reply.prompt_tokens - reply.reused_tokens, reply.prefill_seconds) << ", decode "
-    << rate(generated - 1, reply.decode_seconds) << "]";
+    << rate(generated - 1, reply.decode_seconds);
+  if (reply.spec_drafts > 0) {  // speculative decoding: how much of the guessing paid
+    s.precision(2);
+    s << std::fixed << "; speculative: " << reply.spec_accepted_tokens << " of " << reply.spec_draft_tokens
+      << " guesses accepted (" << 100.0 * double(reply.spec_accepted_tokens) / double(reply.spec_draft_tokens)
+      << "%), mean accepted length "
+      << double(reply.spec_accepted_tokens + reply.spec_drafts) / double(reply.spec_drafts)
+      << " tokens per verification step";
+  }
+  s << "]";
   return s.str();
 }
 

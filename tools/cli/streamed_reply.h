@@ -25,8 +25,14 @@ struct StreamedReply {
   int64_t reused_tokens = 0;     ///< of those, the ones served by the prefix cache (not computed)
   double prefill_seconds = 0;    ///< engine time from the first step that ran it to its first token (−1: none)
   double decode_seconds = 0;     ///< engine time from its first token to its end (−1: no token)
+  /// Speculative decoding (the engine's counters: it ran this request alone): verification steps,
+  /// guesses verified, guesses accepted.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
 };
 
+/// (summary_line() adds, when the engine speculated, the guesses accepted and the mean tokens
+/// per verification step.)
+///
 /// Adds @p request to @p engine, which must hold no other request (its steps run this one only),
 /// and steps it until the request leaves, pushing each step's new tokens into @p text. Before
 /// every step, when @p interrupted is set and nonzero (a SIGINT handler's flag), the request is
