@@ -79,6 +79,14 @@ void tour_chapter08(std::ostream& out, const Roofline& roofline, const TourOptio
 /// message when the model is not installed).
 void tour_chapter11(std::ostream& out, const Roofline& roofline, const TourOptions& options);
 
+/// Chapter 12: SmolLM2 (Q4_1) repeats a sentence of the Alice text through the engine at batch 1,
+/// greedy, without speculation and with prompt lookup (ngram, γ = 4), each on a fresh engine (the
+/// fastest of three runs each, alternated; one with @p options.quick, and fewer tokens): the
+/// answer, whether both gave the same tokens (checked token for token; "DIFFERENT" otherwise),
+/// the guesses accepted, the mean accepted length and both decode rates with their ratio. Skipped
+/// with a message when SmolLM2 is not installed. A few seconds.
+void tour_chapter12(std::ostream& out, const Roofline& roofline, const TourOptions& options);
+
 /// Seconds of the fastest of a few calls of @p version on @p q, @p k, @p v (after one untimed
 /// call; about 0.3 s of calls, 2 to 20 of them; one with @p quick). The output is scratch.
 double time_prefill(const AttentionVersion& version, const Tensor<float>& q, const Tensor<float>& k,

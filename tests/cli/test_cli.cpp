@@ -111,6 +111,8 @@ TEST_F(Cli, QuickTourRunsAndEndsWithTheTable) {
   EXPECT_NE(r.output.find("Chapter 11"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("chapter 11, packed"), std::string::npos) << r.output;  // the GEMM, both kernels
   EXPECT_NE(r.output.find("The split models are the model"), std::string::npos) << r.output;  // tp 3, pp 2, tp 2
+  EXPECT_NE(r.output.find("Chapter 12"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("with and without speculation: the same"), std::string::npos) << r.output;  // checked
   EXPECT_EQ(r.output.find("DIFFERENT"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("WRONG"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("% roof"), std::string::npos) << r.output;

@@ -96,6 +96,7 @@ int tour(const std::vector<std::string>& argv) {
   tour_chapter09(std::cout, options);
   tour_chapter10(std::cout, options);
   tour_chapter11(std::cout, roofline, options);
+  tour_chapter12(std::cout, roofline, options);
   tour_summary(std::cout, roofline, options);
   return 0;
 }
