@@ -22,9 +22,12 @@
 //         T(1) · [f·(ā + 1) + (1 − f)] / [f·(γ̄·T_draft + T(γ̄ + 1)) + (1 − f)·T(1)]
 //     with ā the mean accepted guesses per verification, T_draft = 0 for prompt lookup and the
 //     Q4_1 model's T(1) for the draft, T interpolated between whole n.
+//     Before the runs, the n-gram's shortest length: α and the mean accepted length for
+//     --prompt-lookup-min 1 and 2 (counts only).
 //
 //   ./inferlab bench ch12 --out docs/plots/ch12-speculative.json   (what the lesson's tables come from)
 //   ./inferlab bench ch12 --quick                                    a smaller run (fewer tokens, one repetition)
+//   ./inferlab bench ch12 --step-times-only                          (a) only
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -159,6 +162,7 @@ int main(int argc, char** argv) {
   std::string out_path, model_name = "smollm2";
   int reps = 3, gamma = 4;
   int64_t max_new = 96, batch_max_new = 48;
+  bool step_times_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto value = [&]() -> std::string {
@@ -172,9 +176,10 @@ int main(int argc, char** argv) {
     else if (a == "--max-new") max_new = std::stoll(value());
     else if (a == "--batch-max-new") batch_max_new = std::stoll(value());
     else if (a == "--quick") reps = 1, max_new = 32, batch_max_new = 16;
+    else if (a == "--step-times-only") step_times_only = true;
     else if (a == "--help" || a == "-h") {
       std::cout << "usage: bench_ch12 [--out FILE.json] [--model smollm2|PATH] [--repetitions N] [--gamma N]\n"
-                   "                  [--max-new N] [--batch-max-new N] [--quick]\n"
+                   "                  [--max-new N] [--batch-max-new N] [--quick] [--step-times-only]\n"
                    "Speculative decoding on the real model: T(n), then plain vs prompt lookup (ngram) and vs a\n"
                    "Q4_1 draft for an f32 target, at batch 1, 4 and 16 (see bench.cpp's header).\n";
       return 0;
@@ -209,6 +214,10 @@ int main(int argc, char** argv) {
     std::cerr << "T(n): the file's weights, then f32\n";
     const std::vector<double> t_file = step_times(file_model, cached, 16, std::max(reps, 5));
     const std::vector<double> t_f32 = step_times(f32_model, cached, 16, std::max(reps, 5));
+    if (step_times_only) {
+      std::cout << Json{{"step_times_s", {{"file", t_file}, {"f32", t_f32}}}}.dump(1) << "\n";
+      return 0;
+    }
 
     const auto request = [&](const Prompt& p, int64_t tokens) {
       engine::Request r;
@@ -238,6 +247,32 @@ int main(int argc, char** argv) {
     };
     const Method methods[] = {{engine::SpeculativeMethod::ngram, &file_model, "file (Q4_1)", &t_file, 0.0},
                               {engine::SpeculativeMethod::draft, &f32_model, "f32", &t_f32, t_file[0]}};
+
+    // The n-gram's shortest length: α and the mean accepted length (counts only, no timing) for
+    // --prompt-lookup-min 1 and 2, each prompt alone on the file's weights.
+    Json ngram_min_sweep = Json::array();
+    for (const int64_t ngram_min : {1, 2})
+      for (const std::string kind : {"grounded", "chat"}) {
+        engine::EngineConfig c = config(engine::SpeculativeMethod::ngram);
+        c.speculative.ngram_min = ngram_min;
+        engine::EngineStats sum;
+        for (const Prompt& p : all) {
+          if (p.kind != kind) continue;
+          const Run r = run_engine(file_model, c, {request(p, max_new)});
+          sum.spec_drafts += r.stats.spec_drafts;
+          sum.spec_draft_tokens += r.stats.spec_draft_tokens;
+          sum.spec_accepted_tokens += r.stats.spec_accepted_tokens;
+        }
+        ngram_min_sweep.push_back(
+            {{"ngram_min", ngram_min},
+             {"prompts", kind},
+             {"draft_tokens", sum.spec_draft_tokens},
+             {"accepted_tokens", sum.spec_accepted_tokens},
+             {"alpha", double(sum.spec_accepted_tokens) / double(std::max<int64_t>(1, sum.spec_draft_tokens))},
+             {"mean_accepted_length",
+              1.0 + double(sum.spec_accepted_tokens) / double(std::max<int64_t>(1, sum.spec_drafts))}});
+        std::cerr << ngram_min_sweep.back().dump() << "\n";
+      }
 
     Json runs = Json::array();
     for (const Method& m : methods) {
@@ -311,6 +346,7 @@ int main(int argc, char** argv) {
              {"batch_max_new_tokens", batch_max_new},
              {"context_for_step_times", 256},
              {"step_times_s", {{"file", t_file}, {"f32", t_f32}}},
+             {"ngram_min_sweep", ngram_min_sweep},
              {"runs", runs}};
     if (out_path.empty()) {
       std::cout << doc.dump(1) << "\n";

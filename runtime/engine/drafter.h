@@ -47,7 +47,9 @@ struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::none;  ///< who guesses
   int64_t num_speculative_tokens = 4;                  ///< γ: guesses per sequence per step, at most
   int64_t ngram_max = 3;  ///< prompt lookup: the longest suffix n-gram tried (vLLM's prompt_lookup_max)
-  int64_t ngram_min = 1;  ///< prompt lookup: the shortest (vLLM's prompt_lookup_min)
+  /// prompt lookup: the shortest (vLLM's prompt_lookup_min). 2, not 1: a one-token match guesses
+  /// often and badly (chapter 12 measures α for both).
+  int64_t ngram_min = 2;
   /// The draft model (method draft): same vocabulary as the target; kept by reference, it must
   /// outlive the engine. It runs on the engine's backend.
   const model::LlamaModel* draft_model = nullptr;

@@ -58,8 +58,12 @@ EngineConfig speculative_config(SpeculativeMethod method, int64_t gamma, int64_t
   c.max_num_seqs = max_seqs;
   c.max_seq_len = 128;
   c.clock = engine::ClockMode::simulated;
+  // A pool this small admits without headroom, so that decodes (and their guesses) run it out and
+  // preempt: recomputation mid-speculation is exercised on every seed.
+  if (num_blocks < 32) c.headroom_blocks_per_seq = 0;
   c.speculative.method = method;
   c.speculative.num_speculative_tokens = gamma;
+  c.speculative.ngram_min = 1;  // one-token matches too: a tiny random model's text gives many guesses
   if (method == SpeculativeMethod::draft) c.speculative.draft_model = &draft_model();
   return c;
 }

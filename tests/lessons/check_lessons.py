@@ -30,7 +30,8 @@ CHAPTERS = {"ch01": "chapters/01-naive-cpu-attention/README.md", "ch02": "chapte
             "ch03": "chapters/03-kv-cache-decode/README.md", "ch04": "chapters/04-int8-kv-cache/README.md", "ch05": "chapters/05-fused-attention/README.md",
             "ch06": "chapters/06-paged-attention/README.md", "ch07": "chapters/07-continuous-batching/README.md",
             "ch08": "chapters/08-real-model/README.md", "ch09": "chapters/09-serving/README.md",
-            "ch10": "chapters/10-parallelism/README.md", "ch11": "chapters/11-compute-roof/README.md"}
+            "ch10": "chapters/10-parallelism/README.md", "ch11": "chapters/11-compute-roof/README.md",
+            "ch12": "chapters/12-speculative-decoding/README.md"}
 # A number as the lessons print it: "1 013" (a space, thin or narrow no-break space between groups),
 # "0.41", "−5.2" (the minus sign or a hyphen).
 NUMBER = r"[−-]?\d{1,3}(?:[  \u2009]\d{3})+(?:\.\d+)?|[−-]?\d+(?:\.\d+)?"
