@@ -57,21 +57,7 @@ std::string show_list(const std::vector<T>& values) {
   return show_list(std::span<const T>(values));
 }
 
-/// The answers of @p answer_one to @p inputs, in this process, one after the other; the first
-/// input it throws on ends the batch (the wrong fixtures' runners).
-template <class Answer, class Input, class AnswerOne>
-Answers<Answer> answer_each(std::span<const Input> inputs, const AnswerOne& answer_one) {
-  Answers<Answer> result;
-  for (const Input& input : inputs) {
-    try {
-      result.answers.push_back(answer_one(input));
-    } catch (const std::exception& error) {
-      result.error = std::string("it threw: ") + error.what();
-      break;
-    }
-  }
-  return result;
-}
+using testing::answer_each;  // tests/support/student_answers.h: the wrong fixtures' in-process runner
 
 // ==== 12.1 prompt lookup =======================================================================
 

@@ -5,6 +5,8 @@
 /// and why they stop early when they do. One definition for every chapter's student_check.h.
 
 #include <cstddef>
+#include <exception>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,24 @@ template <class T>
 std::string missing_answer(const Answers<T>& got, size_t k) {
   if (k < got.answers.size()) return "";
   return got.error.empty() ? "no answer came back for this input" : got.error;
+}
+
+/// The answers of @p answer_one to @p inputs, in this process, one after the other; the first
+/// input it throws on ends the batch, its message in Answers::error (the wrong fixtures' runners,
+/// and the runtime's own functions run through a chapter's checks).
+template <class Answer, class Input, class AnswerOne>
+Answers<Answer> answer_each(std::span<const Input> inputs, const AnswerOne& answer_one) {
+  Answers<Answer> result;
+  result.answers.reserve(inputs.size());
+  for (const Input& input : inputs) {
+    try {
+      result.answers.push_back(answer_one(input));
+    } catch (const std::exception& error) {
+      result.error = std::string("it threw: ") + error.what();
+      break;
+    }
+  }
+  return result;
 }
 
 }  // namespace inferlab::testing
