@@ -140,6 +140,20 @@ class ClassifyTests(unittest.TestCase):
         self.assertIn("Expected equality", message)
         self.assertIn("1073741824", message)
 
+    def test_failure_at_the_students_code_leads_with_it(self):
+        # tests/support/student_code.h prints a graded failure at the student's definition first.
+        output = ("[ RUN      ] Ch01Softmax.ExtremeLogitsDoNotOverflow\n"
+                  "/home/s/tree/01-naive-cpu-attention/softmax_row.cpp:10: Failure\n"
+                  "in student::softmax_row (the check: tests/01-naive-cpu-attention/test_student.cpp:71)\n"
+                  "Value of: c.ok\n  Actual: false\nExpected: true\n"
+                  "row of 3: DOES NOT MATCH the float64 oracle: 2 of 3 outputs are NaN\n"
+                  "[  FAILED  ] Ch01Softmax.ExtremeLogitsDoNotOverflow (3 ms)\n")
+        outcome, message = grade.classify(1, False, output, "failed")
+        self.assertEqual(outcome, grade.FAILED)
+        self.assertEqual(message, "softmax_row.cpp:10 student::softmax_row: row of 3: DOES NOT MATCH the float64 "
+                                  "oracle: 2 of 3 outputs are NaN")
+        self.assertNotIn("the check", message)
+
     def test_crash_beats_not_implemented(self):
         self.assertEqual(grade.classify(-11, False, NOT_IMPL_OUTPUT, "missing"),
                          (grade.CRASHED, "killed by SIGSEGV"))

@@ -7,9 +7,19 @@
 #include "01-naive-cpu-attention/predictions.h"
 #include "tests/01-naive-cpu-attention/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch01Predict.ArticleAi", "predict_article_ai"},
+    {"Ch01Predict.UnfusedAi", "predict_unfused_ai"},
+    {"Ch01Predict.FusedAi", "predict_fused_ai"},
+    {"Ch01Predict.AttainableOnTheRoofline", "predict_attainable_gflops"},
+    {"Ch01Predict.UnfusedTimeFloor", "predict_unfused_time_floor_ms"},
+});
 
 using testing::isolated;
 

@@ -16,9 +16,17 @@
 #include "tests/support/expect_all.h"
 #include "tests/support/isolation.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch01Softmax", "softmax_row"},
+    {"Ch01Attention", "attention_single_head"},
+    {"Ch01Cost", "count_prefill_cost"},
+});
 
 using testing::output_bytes;
 using testing::run_isolated;

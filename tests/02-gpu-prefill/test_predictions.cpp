@@ -7,9 +7,18 @@
 #include "02-gpu-prefill/predictions.h"
 #include "tests/02-gpu-prefill/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch02Predict.ArticleAi", "predict_article_ai_fp16"},
+    {"Ch02Predict.UnfusedAi", "predict_unfused_ai_fp16"},
+    {"Ch02Predict.UnfusedCeilingOnAGpu", "predict_unfused_ceiling_tflops"},
+    {"Ch02Predict.GemmTileFromSharedMemory", "predict_gemm_tile"},
+});
 
 using testing::isolated;
 

@@ -25,10 +25,21 @@
 #include "tests/support/isolation.h"
 #include "tests/support/prefill_steps_check.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 #include "tests/support/warmup_check.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch02WarmupScaleAdd", "scale_add_2d"},
+    {"Ch02WarmupVectorSum", "vector_sum"},
+    {"Ch02WarmupTranspose", "transpose_tiled"},
+    {"Ch02Scores", "attention_scores"},
+    {"Ch02Softmax", "softmax_rows"},
+    {"Ch02Gemm", "gemm_tiled"},
+});
 
 using testing::AttentionCase;
 using testing::GemmCase;

@@ -7,9 +7,18 @@
 #include "03-kv-cache-decode/predictions.h"
 #include "tests/03-kv-cache-decode/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch03Predict.DecodeAi", "predict_decode_ai"},
+    {"Ch03Predict.KvBytesPerToken", "predict_kv_bytes_per_token"},
+    {"Ch03Predict.DecodeStepTime", "predict_decode_step_ms"},
+    {"Ch03Predict.CachedTokensThatFit", "predict_max_cached_tokens"},
+});
 
 using testing::isolated;
 

@@ -32,9 +32,16 @@
 #include "tests/support/expect_all.h"
 #include "tests/support/isolation.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch03Append", "kv_append"},
+    {"Ch03Decode", "decode_attention"},
+});
 
 using testing::DecodeCase;
 using testing::output_bytes;

@@ -7,9 +7,18 @@
 #include "04-int8-kv-cache/predictions.h"
 #include "tests/04-int8-kv-cache/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch04Predict.Int8KvBytesPerToken", "predict_int8_kv_bytes_per_token"},
+    {"Ch04Predict.Int8DecodeSpeedup", "predict_int8_decode_speedup"},
+    {"Ch04Predict.Int8RoundingError", "predict_int8_max_abs_error"},
+    {"Ch04Predict.Int8KvStepSpeedup", "predict_int8_kv_step_speedup"},
+});
 
 using testing::isolated;
 

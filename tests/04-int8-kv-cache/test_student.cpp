@@ -33,9 +33,17 @@
 #include "tests/support/isolation.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch04Quantize", "quantize_row_int8"},
+    {"Ch04Quantize.GivenScaleSaturatesNeverWrapsAndCounts", "quantize_int8"},
+    {"Ch04Decode", "decode_int8"},
+});
 
 // Δ of ch04.h, written here rather than taken from the lab's quantizer (whose bug would otherwise
 // move the yardstick): max|x| / 127 in fp32. The codes are expected_code() below.

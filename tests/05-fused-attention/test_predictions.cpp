@@ -7,9 +7,18 @@
 #include "05-fused-attention/predictions.h"
 #include "tests/05-fused-attention/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch05Predict.FusedAiWithGqa", "predict_fused_ai_gqa"},
+    {"Ch05Predict.FusedTrafficShare", "predict_fused_traffic_share"},
+    {"Ch05Predict.FusedBytesWithQueryTiles", "predict_fused_bytes_with_query_tiles"},
+    {"Ch05Predict.QueryTileFromSharedMemory", "predict_max_query_tile"},
+});
 
 using testing::isolated;
 

@@ -30,9 +30,17 @@
 #include "tests/support/isolation.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch05Update", "online_softmax_update"},
+    {"Ch05Flash", "flash_attention"},
+    {"Ch05Reduce", "split_kv_reduce"},
+});
 
 using testing::AttentionCase;
 using testing::expect_all;

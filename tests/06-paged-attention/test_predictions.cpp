@@ -7,9 +7,18 @@
 #include "06-paged-attention/predictions.h"
 #include "tests/06-paged-attention/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch06Predict.BlocksNeeded", "predict_blocks_needed"},
+    {"Ch06Predict.BlockBytes", "predict_block_bytes"},
+    {"Ch06Predict.SequencesThatFitContiguous", "predict_sequences_contiguous"},
+    {"Ch06Predict.SequencesThatFitPaged", "predict_sequences_paged"},
+});
 
 using testing::isolated;
 

@@ -55,9 +55,23 @@
 #include "tests/support/isolation.h"
 #include "tests/support/schedules.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch06Allocator", "StudentBlockAllocator"},
+    {"Ch06Allocator.AllocateHandsOutEachBlockOnce", "StudentBlockAllocator::allocate"},
+    {"Ch06Allocator.AppendFillsBlocksInOrder", "StudentBlockAllocator::append_token"},
+    {"Ch06Allocator.ForkSharesEveryBlock", "StudentBlockAllocator::fork"},
+    {"Ch06Allocator.CopyOnWriteExactlyWhenSharedAndPartial", "StudentBlockAllocator::append_token"},
+    {"Ch06Allocator.FreeReturnsEveryBlockExactlyOnce", "StudentBlockAllocator::free"},
+    {"Ch06PrefixHash", "student_prefix_hashes"},
+    {"Ch06PrefixHash.BlockHashExactValues", "student_block_hash"},
+    {"Ch06PagedDecode", "paged_decode_attention"},
+});
 
 using student::BlockCopy;
 using student::BlockStatus;

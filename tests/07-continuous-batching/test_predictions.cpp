@@ -7,9 +7,17 @@
 #include "07-continuous-batching/predictions.h"
 #include "tests/07-continuous-batching/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch07Predict.DecodeStepAi", "predict_decode_step_ai"},
+    {"Ch07Predict.DecodeTokensPerSecond", "predict_decode_tokens_per_second"},
+    {"Ch07Predict.KvEqualsWeightsBatch", "predict_kv_equals_weights_batch"},
+});
 
 using testing::isolated;
 

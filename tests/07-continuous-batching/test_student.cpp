@@ -24,9 +24,17 @@
 #include "tests/07-continuous-batching/student_check.h"
 #include "tests/support/isolation.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch07PlanStep", "student_plan_step"},
+    {"Ch07Victim", "student_choose_victim"},
+    {"Ch07TopP", "student_sample_top_p"},
+});
 
 namespace ch07 = testing::ch07;
 using testing::isolated_result;

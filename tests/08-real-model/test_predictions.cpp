@@ -7,9 +7,18 @@
 #include "08-real-model/predictions.h"
 #include "tests/08-real-model/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch08Predict.WeightBytesPerToken", "predict_weight_bytes_per_token"},
+    {"Ch08Predict.TokensPerSecondCeiling", "predict_tokens_per_second_ceiling"},
+    {"Ch08Predict.KvBytesPerToken", "predict_kv_bytes_per_token"},
+    {"Ch08Predict.WeightToKvRatio", "predict_weight_to_kv_ratio"},
+});
 
 using testing::isolated;
 

@@ -35,9 +35,18 @@
 #include "tests/support/isolated_batch.h"
 #include "tests/support/isolation.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch08Dequantize", "dequantize_q4_1"},
+    {"Ch08Dot", "dot_q4_1_q8_1"},
+    {"Ch08Bpe", "bpe_merge"},
+    {"Ch08Gemv", "gemv_q8_0"},
+});
 
 namespace ch08 = testing::ch08;
 using testing::isolated_result;

@@ -7,9 +7,18 @@
 #include "09-serving/predictions.h"
 #include "tests/09-serving/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch09Predict.TpotAtABatch", "predict_tpot_seconds"},
+    {"Ch09Predict.SaturationRate", "predict_saturation_rate"},
+    {"Ch09Predict.TtftBehindAQueue", "predict_ttft_seconds"},
+    {"Ch09Predict.LittlesLawRequestsInFlight", "predict_requests_in_flight"},
+});
 
 using testing::isolated;
 

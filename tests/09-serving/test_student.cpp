@@ -25,9 +25,20 @@
 #include "tests/support/isolated_batch.h"
 #include "tests/support/isolation.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch09Stop", "StopStringFilter::push"},
+    {"Ch09Histogram", "StudentHistogram"},
+    {"Ch09Histogram.TheExpositionIsCumulative", "StudentHistogram::exposition"},
+    {"Ch09Admission", "StudentAdmission::try_admit"},
+    {"Ch09Admission.RetryAfterWorkedExamples", "retry_after_seconds"},
+    {"Ch09Admission.RetryAfterMatchesTheServer", "retry_after_seconds"},
+});
 
 namespace ch09 = testing::ch09;
 using testing::AnswerReader;

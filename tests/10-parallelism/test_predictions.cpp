@@ -7,9 +7,20 @@
 #include "10-parallelism/predictions.h"
 #include "tests/10-parallelism/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch10Predict.PipelineBubble", "predict_pipeline_bubble"},
+    {"Ch10Predict.AllReducePayloadATokenALayer", "predict_allreduce_bytes_per_token_layer"},
+    {"Ch10Predict.RingBytesSentPerRank", "predict_ring_bytes_sent_per_rank"},
+    {"Ch10Predict.TensorParallelDecodeStep", "predict_tp_decode_step_seconds"},
+    {"Ch10Predict.TensorParallelSpeedUp", "predict_tp_speedup"},
+    {"Ch10Predict.GqaSplitOrReplicate", "predict_kv_replicas"},
+});
 
 using testing::isolated;
 

@@ -7,9 +7,18 @@
 #include "11-compute-roof/predictions.h"
 #include "tests/11-compute-roof/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch11Predict.OperationsOfOneDotProductInstruction", "predict_dot_ops_per_instruction"},
+    {"Ch11Predict.TheInt8Ceiling", "predict_int8_ceiling_gops"},
+    {"Ch11Predict.TheIntensityOfAQuantizedGemm", "predict_gemm_intensity"},
+    {"Ch11Predict.TheBatchAtTheInt8Ridge", "predict_rows_at_int8_ridge"},
+});
 
 using testing::isolated;
 

@@ -22,9 +22,16 @@
 #include "tests/11-compute-roof/student_check.h"
 #include "tests/support/isolated_batch.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch11Repack", "repack_q8_0"},
+    {"Ch11MicroKernel", "micro_kernel_q8_0"},
+});
 
 namespace ch11 = testing::ch11;
 using testing::isolated_batch;

@@ -7,9 +7,19 @@
 #include "12-speculative-decoding/predictions.h"
 #include "tests/12-speculative-decoding/predictions_check.h"
 #include "tests/support/prediction_isolated.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch12Predict.TokensPerVerificationStep", "predict_tokens_per_step"},
+    {"Ch12Predict.TheSpeedUp", "predict_speedup"},
+    {"Ch12Predict.TheAcceptanceOfADeterministicGuess", "predict_guess_acceptance"},
+    {"Ch12Predict.TheAcceptanceRateOfASampledGuess", "predict_acceptance_rate"},
+    {"Ch12Predict.WhetherGreedySpeculationChangesTheOutput", "predict_greedy_speculation_changes_output"},
+});
 
 using testing::isolated;
 

@@ -23,9 +23,17 @@
 #include "tests/12-speculative-decoding/student_check.h"
 #include "tests/support/isolated_batch.h"
 #include "tests/support/seeded.h"
+#include "tests/support/student_code.h"
 
 namespace inferlab {
 namespace {
+
+// The student function each TEST grades: a failure is printed there first (tests/support/student_code.h).
+INFERLAB_GRADED_FUNCTIONS({
+    {"Ch12PromptLookup", "propose_ngram"},
+    {"Ch12RejectionSampler", "verify_rejection"},
+    {"Ch12Rollback", "rollback"},
+});
 
 namespace ch12 = testing::ch12;
 using testing::AnswerReader;

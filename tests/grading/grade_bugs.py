@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Grades the buggy submissions of tests/grading/bugs/ — the kernel bugs students make most — and
 requires the grader to report each with the emulator's checker that catches it and the faulty
-file:line. CI runs it.
+file:line, or, for a bug only the float64 oracle can see, at the student's own code. CI runs it.
 
   python3 tests/grading/grade_bugs.py [--build-dir DIR] [--only NAME ...] [--seed N] [--timeout S]
 
@@ -13,7 +13,11 @@ edits changes. The driver writes the chapter's solution files with the edits app
 temporary student tree, so only the bug can fail. The faulty line carries the marker comment
 "BUG(<name>)". A bug is reported as expected when its chapter compiles and is graded, at least
 one test fails, and every test that does not pass has a reason (grade.json's "message") holding
-"simt: <checker>:" and "<file>:<line>" of the marker.
+"simt: <checker>:" and "<file>:<line>" of the marker. A bug of the checker "oracle" (plain C++ that
+computes wrong numbers) is reported as expected when every test that does not pass starts its
+output at the student's code ("<chapter>/<file>:<line>: Failure", then "in student::<function>";
+tests/support/student_code.h), and one of them at the definition of the bug's function in the
+bug's file.
 
 --build-dir: reuse a configured grade folder (CI passes build/default, so only the bug's chapter
 and its graded program are recompiled). --timeout: the per-test limit passed to the grader
@@ -36,8 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BUGS = ROOT / "tests" / "grading" / "bugs"
 
-# name → (chapter, the checker that must report it). The file and line come from the marker.
+# name → (chapter, the checker that must report it). The file and line come from the marker; for
+# "oracle", the bug's function (the failure starts at its definition).
 EXPECTED = {
+    "softmax-no-max-shift": ("01", "oracle:softmax_row"),  # 1.1: exp(x) unshifted overflows on logits near 1000
     "missing-barrier": ("02", "racecheck"),  # 2.2: block_reduce without its second __syncthreads()
     "warmup-missing-barrier": ("02", "racecheck"),  # W2: the vector sum's tree without its barrier per step
     "off-by-one-load": ("03", "memcheck"),   # 3.2: c <= head_dim reads one float past q's cudaMalloc buffer
@@ -93,6 +99,17 @@ class Bug:
         if len(marked) != 1:
             raise BugError(f"{shown}: the bug must mark one line {marker}, marks {len(marked)}")
         self.site = f"{self.solution.name}:{marked[0]}"
+        self.lines = lines
+
+    def definition(self, function: str) -> str:
+        """"<file>:<line>" of @p function's definition in the bug's file, as the graded programs find it
+        (tests/support/student_code.cpp: `function(` on a line that is no comment and no statement)."""
+        pattern = re.compile(r"(?<![\w:])" + re.escape(function) + r"\s*\(")
+        for number, text in enumerate(self.lines, 1):
+            code = text.split("//")[0].strip()
+            if code and not code.startswith("*") and not code.endswith(";") and pattern.search(code):
+                return f"{self.solution.name}:{number}"
+        raise BugError(f"{function} is not defined in the bug's {self.solution.name}")
 
     def student_tree(self, name: str) -> Path:
         """The bug's chapter: the solution files, this one with the bug, in build/grading/bugs/<name>/."""
@@ -108,7 +125,8 @@ class Bug:
 
 
 def verdict(report: dict | None, chapter: str, checker: str, site: str) -> tuple[list[str], list[dict]]:
-    """(what is wrong — nothing when the bug is reported as expected, the tests not passed)."""
+    """(what is wrong — nothing when the bug is reported as expected, the tests not passed). For an
+    "oracle:<function>" checker, @p site is the function's definition."""
     if report is None:
         return ["the grader wrote no grade.json"], []
     ch = next((c for c in report["chapters"] if c["chapter"] == f"ch{chapter}"), None)
@@ -120,6 +138,8 @@ def verdict(report: dict | None, chapter: str, checker: str, site: str) -> tuple
     failed = [t for t in ch["tests"] if t["outcome"] != "passed"]
     if not failed:
         return [f"every test of ch{chapter} passed ({ch['passed']}/{ch['total']}): the bug went unnoticed"], []
+    if checker.startswith("oracle:"):
+        return at_student_code(failed, chapter, checker.removeprefix("oracle:"), site), failed
     # "simt: racecheck:" and "softmax_rows.cu:38", not "softmax_rows.cu:381" nor "my_softmax_rows.cu:38".
     wanted = {f"simt: {checker}:": re.compile(re.escape(f"simt: {checker}:")),
               site: re.compile(r"(?<![\w.-])" + re.escape(site) + r"(?!\d)")}
@@ -130,6 +150,24 @@ def verdict(report: dict | None, chapter: str, checker: str, site: str) -> tuple
             problems.append(f"{t['name']} ({t['outcome']}): the reason lacks " + " and ".join(f"'{w}'" for w in lacks)
                             + f": {t['message'] or '(no reason)'}")
     return problems, failed
+
+
+def at_student_code(failed: list[dict], chapter: str, function: str, site: str) -> list[str]:
+    """What is wrong with the failed tests' output excerpts: each must start a failure at the
+    student's chapter folder ("/NN-slug/<file>:<line>: Failure" then "in student::"), one of them
+    at @p site (the definition of @p function)."""
+    start = re.compile(r"^\S*/" + re.escape(chapter) + r"-[\w-]+/([\w.]+:\d+): Failure\nin student::(\S+) ", re.M)
+    problems, starts = [], []
+    for t in failed:
+        found = start.findall(t.get("output_excerpt", ""))
+        if not found:
+            problems.append(f"{t['name']} ({t['outcome']}): no failure starts at the student's code: "
+                            + (t.get("output_excerpt", "") or "(no output)")[:600])
+        starts += found
+    if not any(where == site and name == function for where, name in starts):
+        problems.append(f"no failure starts at {site} in student::{function}; they start at "
+                        + (", ".join(sorted({f"{w} ({n})" for w, n in starts})) or "nothing"))
+    return problems
 
 
 def main() -> int:
@@ -159,6 +197,13 @@ def main() -> int:
             failures.append(name)
             continue
         site = bug.site
+        if checker.startswith("oracle:"):
+            try:
+                site = bug.definition(checker.removeprefix("oracle:"))
+            except BugError as e:
+                print(f"== bug {name}: {e}")
+                failures.append(name)
+                continue
         print(f"== bug {name} (solutions/{bug.solution.parent.name}/{bug.solution.name} with "
               f"tests/grading/bugs/{name}.bug): must be reported by {checker} at {site}", flush=True)
         with tempfile.TemporaryDirectory(prefix=f"bug-{name}-") as out:
@@ -182,7 +227,9 @@ def main() -> int:
             print("\n".join("   | " + l for l in (r.stdout + r.stderr).splitlines()[-40:]))
         else:
             ch = next(c for c in report["chapters"] if c["chapter"] == f"ch{chapter}")
-            print(f"   reported: {len(failed)} of {ch['total']} tests failed, each with {checker} at {site}"
+            how = (f"each starting at the student's code, one at {site} (student::{checker[7:]})"
+                   if checker.startswith("oracle:") else f"each with {checker} at {site}")
+            print(f"   reported: {len(failed)} of {ch['total']} tests failed, {how}"
                   f" (seed {report['seed']}):")
             for t in failed:
                 print(f"     {t['name']}: {t['message']}")

@@ -43,7 +43,8 @@ what it does
        logs/           build-chNN.log per chapter and chNN/<test>.log per test (full output)
      A failing or crashed test's message is the emulator's first report when its output has
      one ("simt: memcheck: out-of-bounds write of 4 bytes at decode_attention.cu:71 ..."),
-     else GoogleTest's first failure. The excerpt (grade.json, junit.xml) is the output's first
+     else GoogleTest's first failure, led by the student's file, line and function
+     ("softmax_row.cpp:10 student::softmax_row: ..."; tests/support/student_code.h). The excerpt (grade.json, junit.xml) is the output's first
      3 failure blocks, at most 4 KB; logs/ keeps the rest.
 
 score

@@ -89,8 +89,16 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+# A graded test's failure printed at the student's code (tests/support/student_code.h):
+# "<tree>/01-…/softmax_row.cpp:10: Failure" then "in student::softmax_row (the check: …)".
+_AT_STUDENT_CODE = re.compile(r"in student::(\S+) \(the check: [^)]*\)$")
+_BOOLEAN_BOILERPLATE = re.compile(r"^(Value of: .*|Actual: (true|false)|Expected: (true|false))$")
+
+
 def failure_message(output: str, limit: int = 300) -> str:
-    """A one-line summary of a GoogleTest failure: the first failure block, squeezed."""
+    """A one-line summary of a GoogleTest failure: the first failure block, squeezed. A failure
+    printed at the student's code starts with its file, line and function ("softmax_row.cpp:10
+    student::softmax_row: …"); the check's own place stays in the full output."""
     lines = output.splitlines()
     for i, line in enumerate(lines):
         if "C++ exception with description" in line or "unknown file: Failure" in line:
@@ -98,8 +106,14 @@ def failure_message(output: str, limit: int = 300) -> str:
                 if "C++ exception" in cand:
                     return _squeeze(cand.strip(), limit)
         if line.rstrip().endswith(": Failure") or line.rstrip().endswith(": error:"):
-            block = [l.strip() for l in lines[i + 1:i + 6] if l.strip()]
+            block = [l.strip() for l in lines[i + 1:i + 9] if l.strip()]
             block = [l for l in block if not l.startswith("[")]
+            # EXPECT_TRUE(ok) << report: GoogleTest's three lines say less than the report after them.
+            block = [l for l in block if not _BOOLEAN_BOILERPLATE.match(l)] or block
+            at = _AT_STUDENT_CODE.match(block[0]) if block else None
+            if at:
+                where = line.rstrip().removesuffix(": Failure").rsplit("/", 1)[-1]
+                return _squeeze(f"{where} student::{at.group(1)}: " + " | ".join(block[1:4]), limit)
             return _squeeze(" | ".join(block[:4]), limit)
     for line in lines:
         if "error" in line.lower() or "fail" in line.lower():
