@@ -1,6 +1,5 @@
 #include "tests/support/attention_check.h"
 
-#include <cctype>
 #include <cmath>
 #include <iterator>
 #include <sstream>
@@ -39,27 +38,6 @@ std::vector<AttentionCase> odd_attention_cases(int64_t max_seq_len) {
   for (float scale : {40.0f, 400.0f}) {
     cases.push_back({2, 1, std::min<int64_t>(33, max_seq_len), 64, false, scale});
     cases.push_back({4, 2, std::min<int64_t>(31, max_seq_len), 80, true, scale});
-  }
-  return cases;
-}
-
-void PrintTo(const VersionCase& c, std::ostream* out) {
-  *out << c.version->name << " (" << to_string(c.version->backend) << ") " << c.shape.name();
-}
-
-std::string version_case_name(const ::testing::TestParamInfo<VersionCase>& info) {
-  std::string name = info.param.version->name + "_" + std::string(to_string(info.param.version->backend)) + "_" +
-                     info.param.shape.name();
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name;
-}
-
-std::vector<VersionCase> version_cases(Backend backend, int chapter, int64_t max_seq_len) {
-  std::vector<VersionCase> cases;
-  for (const AttentionVersion& version : attention_versions()) {
-    if (version.backend != backend || version.chapter != chapter) continue;
-    for (const AttentionCase& shape : odd_attention_cases(max_seq_len)) cases.push_back({&version, shape});
   }
   return cases;
 }
