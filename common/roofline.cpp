@@ -305,18 +305,19 @@ Roofline measure_roofline(const RooflineOptions& options) {
   volatile float keep = sum + pa[count / 2];
   (void)keep;
 
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      roofline.cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
+  roofline.cpu = cpu_model_name();
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   roofline.measured_at = stamp;
   return roofline;
+}
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
 }
 
 Roofline median_roofline(const std::vector<Roofline>& runs) {

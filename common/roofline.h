@@ -84,6 +84,10 @@ size_t last_level_cache_bytes();
 /// Measures this machine's ceilings.
 Roofline measure_roofline(const RooflineOptions& options = {});
 
+/// This machine's CPU model name (the first "model name" of /proc/cpuinfo), or "unknown" where
+/// there is none: what a roofline or a benchmark's JSON records as "cpu".
+std::string cpu_model_name();
+
 /// Where `inferlab roofline` saves, and benchmarks look: $INFERLAB_ROOFLINE if set, else
 /// build/roofline.json at the top of the source tree.
 std::filesystem::path default_roofline_path();

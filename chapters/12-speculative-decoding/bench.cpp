@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/roofline.h"
 #include "kernels/kv/kv_cache.h"
 #include "runtime/engine/engine.h"
 #include "runtime/gguf/gguf.h"
@@ -54,13 +55,6 @@ using Clock = std::chrono::steady_clock;
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
 }
 
 // (a) T(n) for n = 1 … max_n: seconds per forward of n query tokens after `context` cached ones.
@@ -339,7 +333,7 @@ int main(int argc, char** argv) {
       }
     }
     Json doc{{"about", "Speculative decoding on SmolLM2-135M-Instruct: chapters/12-speculative-decoding/bench.cpp"},
-             {"cpu", cpu_name()},
+             {"cpu", cpu_model_name()},
              {"model", path.substr(path.rfind('/') + 1)},
              {"gamma", gamma},
              {"max_new_tokens", max_new},
