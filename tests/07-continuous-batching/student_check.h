@@ -34,9 +34,13 @@
 #include "common/rng.h"
 #include "runtime/engine/sampling.h"
 #include "runtime/engine/step_planner.h"
+#include "tests/support/student_answers.h"
 
 namespace inferlab::testing::ch07 {
 
+using testing::answer_each;
+using testing::Answers;
+using testing::missing_answer;
 using engine::ScheduledChunk;
 using engine::SequenceDemand;
 using engine::StepLimits;
@@ -64,15 +68,6 @@ struct TopPCase {
   double u = 0.0;
 };
 
-/// The answers of a function under test to a batch of inputs, in the order of the inputs. When it
-/// failed on input k (threw, crashed, exited…), `answers` holds its answers to inputs 0 … k−1 and
-/// `error` says what happened on input k.
-template <class Answer>
-struct Answers {
-  std::vector<Answer> answers;
-  std::string error;
-};
-
 /// A step planner under test (exercise 7.1): its plan for each input of a batch.
 using PlanBatchFn = std::function<Answers<Plan>(std::span<const PlanCase>)>;
 /// A victim policy under test (exercise 7.2): the index of the victim for each running set of a batch.
@@ -86,23 +81,6 @@ using PlanFn = std::function<Plan(std::span<const SequenceDemand>, std::span<con
 using VictimFn = std::function<int64_t(std::span<const VictimCandidate>)>;
 /// A nucleus sampler that answers one row per call: (logits, temperature, top_p, u) → token.
 using TopPFn = std::function<int32_t(std::span<const float>, float, float, double)>;
-
-/// The answers of @p answer_one to @p inputs, called in this process one input after the other;
-/// the first input it throws on ends the batch.
-template <class Answer, class Input, class AnswerOne>
-Answers<Answer> answer_each(std::span<const Input> inputs, const AnswerOne& answer_one) {
-  Answers<Answer> result;
-  result.answers.reserve(inputs.size());
-  for (const Input& input : inputs) {
-    try {
-      result.answers.push_back(answer_one(input));
-    } catch (const std::exception& error) {
-      result.error = std::string("it threw: ") + error.what();
-      break;
-    }
-  }
-  return result;
-}
 
 /// A batch planner calling @p plan on each input in this process (the wrong fixtures' planners).
 inline PlanBatchFn one_at_a_time(PlanFn plan) {
@@ -124,14 +102,6 @@ inline TopPBatchFn one_at_a_time(TopPFn sample) {
     return answer_each<int32_t>(cases,
                                 [&](const TopPCase& c) { return sample(c.logits, c.temperature, c.top_p, c.u); });
   };
-}
-
-/// Why a function under test has no answer to input @p k of @p answers ("" when it has one).
-template <class Answer>
-std::string missing_answer(const Answers<Answer>& answers, size_t k) {
-  if (k < answers.answers.size()) return "";
-  return answers.error.empty() ? "it gave " + std::to_string(answers.answers.size()) + " answers, fewer than the inputs"
-                               : answers.error;
 }
 
 // ---- 7.1 plan_step ----

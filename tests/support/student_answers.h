@@ -1,6 +1,6 @@
 #pragma once
 /// @file student_answers.h
-/// What the graded checks of chapters 07–11 get back from the code under test (the student's, in a
+/// What the graded checks of chapters 07–12 get back from the code under test (the student's, in a
 /// sandboxed child; a wrong fixture's, in process): its answers to a batch of inputs, in input order,
 /// and why they stop early when they do. One definition for every chapter's student_check.h.
 
